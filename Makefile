@@ -1,0 +1,59 @@
+# Two commands do everything on a fresh machine:
+#   make book   -> builds the HTML book into _build/html
+#   make test   -> unit tests, the notebooks under nbval, and (when Chromium is present) the browser test
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: book test unit nbval browser execute bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests -q
+
+nbval: $(STAMP)
+	$(BIN)/python -m pytest --nbval book/ --nbval-sanitize-with book/sanitize.cfg --nbval-cell-timeout=1200 -q
+
+browser: book
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser; \
+	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
+
+test: unit nbval browser
+
+# Re-execute every chapter in place, top to bottom, so the committed outputs are fresh.
+execute: $(STAMP)
+	for nb in book/*.ipynb; do \
+		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; \
+	done
+
+# Throughput benchmark against the TensorFlow/Keras reference ViT, in its own venv
+# (TensorFlow is large and is not needed for the book or the tests).
+BENCH_VENV  := .venv-bench
+BENCH_BIN   := $(BENCH_VENV)/bin
+BENCH_STAMP := $(BENCH_VENV)/.installed
+BENCH_REQS  := $(wildcard requirements.txt) benchmarks/requirements-bench.txt
+
+$(BENCH_STAMP): $(BENCH_REQS) pyproject.toml
+	test -x $(BENCH_BIN)/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/python -m pip install --quiet --upgrade pip
+	$(BENCH_BIN)/python -m pip install --quiet $(addprefix -r ,$(BENCH_REQS))
+	$(BENCH_BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_BIN)/python benchmarks/compare_reference.py
+
+clean:
+	rm -rf _build

@@ -1,0 +1,394 @@
+"""Attention, from a weighted average of tokens to multi-head self-attention.
+
+Notation. The maths (Turner, 2023) writes a sequence of N tokens of width D as the columns of a
+D x N array X = (x_1, ..., x_N). This code holds the transpose: an (N, D) array whose rows are
+tokens, because that is how JAX, Equinox and most libraries lay out sequences. The attention
+matrix keeps the maths' orientation: ``A[n', n]`` is how much output token n draws on input token
+n', so every *column* of A sums to one, and the maths' ``Y = X A`` becomes ``Y = A.T @ X`` here.
+
+The three forms of attention weights the text builds up to:
+
+    plain dot product      A[n', n] ∝ exp(x_n'ᵀ x_n)
+    one shared projection  A[n', n] ∝ exp(x_n'ᵀ Uᵀ U x_n)
+    keys and queries       A[n', n] ∝ exp(x_n'ᵀ U_kᵀ U_q x_n) = exp(k_n'ᵀ q_n)
+
+each normalised over n' (down the column).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
+
+from .positions import rotate_pairs
+
+# ---------------------------------------------------------------------------------------------
+# Attention weights
+# ---------------------------------------------------------------------------------------------
+
+
+def causal_mask(num_tokens: int) -> Bool[Array, "N N"]:
+    """``mask[n', n]`` is True where output n may attend to input n', i.e. where n' <= n."""
+    return jnp.tril(jnp.ones((num_tokens, num_tokens), dtype=bool)).T
+
+
+def padding_mask(is_real: Bool[Array, " N"]) -> Bool[Array, "N N"]:
+    """A mask that lets every output attend to the real (non-padding) inputs only."""
+    return jnp.broadcast_to(is_real[:, None], (is_real.shape[0], is_real.shape[0]))
+
+
+def attention_weights(
+    keys: Float[Array, "N K"],
+    queries: Float[Array, "N K"],
+    *,
+    scaled: bool = False,
+    mask: Bool[Array, "N N"] | None = None,
+) -> Float[Array, "N N"]:
+    """Column-normalised attention matrix ``A[n', n] = softmax_{n'}(k_n'ᵀ q_n)``.
+
+    Args:
+        keys: one key per input token, as rows.
+        queries: one query per output token, as rows.
+        scaled: divide the scores by sqrt(K), as Vaswani et al. (2017) do. The text's maths does not.
+        mask: optional boolean (N, N) array; ``mask[n', n] = False`` forbids output n from attending
+            to input n' (see :func:`causal_mask`, :func:`padding_mask`). Every column must allow at
+            least one input.
+    """
+    if keys.shape != queries.shape:
+        raise ValueError(f"keys and queries must have the same shape, got {keys.shape} and {queries.shape}")
+    scores = keys @ queries.T  # scores[n', n] = k_n' . q_n
+    if scaled:
+        scores = scores / math.sqrt(keys.shape[-1])
+    if mask is not None:
+        scores = jnp.where(mask, scores, -jnp.inf)
+    return jax.nn.softmax(scores, axis=0)
+
+
+def dot_product_attention_weights(x: Float[Array, "N D"], **kwargs) -> Float[Array, "N N"]:
+    """The simplest adaptive weights: similarity of raw tokens, ``A[n', n] ∝ exp(x_n'ᵀ x_n)``."""
+    return attention_weights(x, x, **kwargs)
+
+
+def attend(x: Float[Array, "N D"], weights: Float[Array, "N N"]) -> Float[Array, "N D"]:
+    """Each output token is the weighted average ``y_n = Σ_n' x_n' A[n', n]`` (maths: Y = X A)."""
+    return weights.T @ x
+
+
+class SharedProjectionAttention(eqx.Module):
+    """Self-attention whose keys and queries share one projection U (K x D).
+
+    The scores ``x_n'ᵀ Uᵀ U x_n`` form a symmetric matrix; normalising its columns then makes A
+    column-stochastic, which in general breaks that symmetry again.
+    """
+
+    projection: Float[Array, "K D"]
+    scaled: bool = eqx.field(static=True)
+
+    def __init__(self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray):
+        self.projection = jax.nn.initializers.glorot_normal()(key, (projection_dim, token_dim))
+        self.scaled = scaled
+
+    def scores(self, x: Float[Array, "N D"]) -> Float[Array, "N N"]:
+        projected = x @ self.projection.T
+        return projected @ projected.T
+
+    def attention_weights(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N N"]:
+        projected = x @ self.projection.T
+        return attention_weights(projected, projected, scaled=self.scaled, mask=mask)
+
+    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+        return attend(x, self.attention_weights(x, mask))
+
+
+class SelfAttention(eqx.Module):
+    """Single-head self-attention with separate key and query projections ``U_k``, ``U_q`` (K x D).
+
+    ``k_n = U_k x_n``, ``q_n = U_q x_n`` and ``A[n', n] = softmax_{n'}(k_n'ᵀ q_n)``; the output is
+    ``Y = X A``. There is no value projection here: the text adds one (``V_h``) with the heads.
+    """
+
+    key_projection: Float[Array, "K D"]
+    query_projection: Float[Array, "K D"]
+    scaled: bool = eqx.field(static=True)
+
+    def __init__(self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray):
+        k_key, q_key = jax.random.split(key)
+        init = jax.nn.initializers.glorot_normal()
+        self.key_projection = init(k_key, (projection_dim, token_dim))
+        self.query_projection = init(q_key, (projection_dim, token_dim))
+        self.scaled = scaled
+
+    def scores(self, x: Float[Array, "N D"]) -> Float[Array, "N N"]:
+        return (x @ self.key_projection.T) @ (x @ self.query_projection.T).T
+
+    def attention_weights(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N N"]:
+        keys = x @ self.key_projection.T
+        queries = x @ self.query_projection.T
+        return attention_weights(keys, queries, scaled=self.scaled, mask=mask)
+
+    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+        return attend(x, self.attention_weights(x, mask))
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-head self-attention
+# ---------------------------------------------------------------------------------------------
+
+
+def _identity(x):
+    return x
+
+
+class MultiHeadSelfAttention(eqx.Module):
+    r"""Multi-head self-attention in the text's form, ``Y = Σ_h V_h X A_h``.
+
+    Head h has its own key and query projections ``U_{k,h}``, ``U_{q,h}`` (K x D) and attention
+    matrix ``A_h``, and a value map ``V_h`` (D x D). Two layouts of ``V_h`` are supported:
+
+    * ``value_dim=None``: ``V_h`` is a full D x D matrix, stored directly (the text's form).
+    * ``value_dim=Dv``: ``V_h = O_h W_h`` is factored through Dv dimensions, with ``W_h`` (Dv x D)
+      and ``O_h`` (D x Dv). This is exactly the usual form of Vaswani et al. (2017): per-head values
+      ``X W_hᵀ``, heads concatenated, then one output matrix ``W_O = [O_1 ... O_H]``.
+
+    Correspondence with the Q/K/V notation: ``U_{q,h}`` is the h-th block of rows of ``W_Qᵀ``,
+    ``U_{k,h}`` of ``W_Kᵀ``; ``softmax(Q Kᵀ)`` in that notation is ``A_hᵀ`` here (rows vs columns).
+
+    ``__call__`` acts on one sequence and is the readable definition. :meth:`batched` computes the
+    same function for a batch with wide matrix products, which XLA runs several times faster on a
+    CPU (particularly the backward pass); the tests check that the two agree.
+    """
+
+    key_projections: Float[Array, "H K D"]
+    query_projections: Float[Array, "H K D"]
+    value_projections: Float[Array, "H Dv D"]
+    output_projections: Float[Array, "H D Dv"] | None
+    num_heads: int = eqx.field(static=True)
+    scaled: bool = eqx.field(static=True)
+    rotary: bool = eqx.field(static=True)
+    combine_heads: Literal["sum", "mean"] = eqx.field(static=True)
+    qk_activation: Callable = eqx.field(static=True)
+
+    def __init__(
+        self,
+        token_dim: int,
+        num_heads: int,
+        head_dim: int | None = None,
+        value_dim: int | None = None,
+        *,
+        scaled: bool = True,
+        rotary: bool = False,
+        combine_heads: Literal["sum", "mean"] = "sum",
+        qk_activation: Callable = _identity,
+        key: PRNGKeyArray,
+    ):
+        """
+        Args:
+            token_dim: D, the width of a token.
+            num_heads: H.
+            head_dim: K, the width of keys and queries. Defaults to D / H, which must then be whole.
+            value_dim: None for full D x D value maps ``V_h`` (the text); Dv for ``V_h = O_h W_h``.
+            scaled: divide scores by sqrt(K) (Vaswani et al.); the text's maths leaves it out.
+            rotary: rotate keys and queries by their position (RoPE, Su et al. 2024) so that the
+                scores depend on the relative position of the two tokens.
+            combine_heads: "sum" (the maths) or "mean" (the reference code, a rescaled ``V_h``).
+            qk_activation: applied to keys and queries; the identity in the maths. The reference
+                code applies a GELU here, and its configuration reproduces that.
+            key: a PRNG key.
+        """
+        if num_heads < 1:
+            raise ValueError(f"num_heads must be at least 1, got {num_heads}")
+        if head_dim is None:
+            if token_dim % num_heads:
+                raise ValueError(
+                    f"token width D={token_dim} is not divisible by num_heads={num_heads}; "
+                    "choose a width that is, or pass head_dim explicitly"
+                )
+            head_dim = token_dim // num_heads
+        if rotary and head_dim % 2:
+            raise ValueError(f"rotary position embeddings need an even head_dim, got {head_dim}")
+        if combine_heads not in ("sum", "mean"):
+            raise ValueError(f"combine_heads must be 'sum' or 'mean', got {combine_heads!r}")
+        k_key, q_key, v_key, o_key = jax.random.split(key, 4)
+        init = jax.nn.initializers.glorot_normal(in_axis=-1, out_axis=-2, batch_axis=0)
+        self.key_projections = init(k_key, (num_heads, head_dim, token_dim))
+        self.query_projections = init(q_key, (num_heads, head_dim, token_dim))
+        if value_dim is None:
+            self.value_projections = init(v_key, (num_heads, token_dim, token_dim))
+            self.output_projections = None
+        else:
+            self.value_projections = init(v_key, (num_heads, value_dim, token_dim))
+            # One D x (H Dv) output matrix, initialised as a whole and split by head.
+            w_o = jax.nn.initializers.glorot_normal()(o_key, (token_dim, num_heads * value_dim))
+            self.output_projections = w_o.reshape(token_dim, num_heads, value_dim).transpose(1, 0, 2)
+        self.num_heads = num_heads
+        self.scaled = scaled
+        self.rotary = rotary
+        self.combine_heads = combine_heads
+        self.qk_activation = qk_activation
+
+    # -- the readable, one-sequence definition -------------------------------------------------
+
+    def value_maps(self) -> Float[Array, "H D D"]:
+        """The text's ``V_h`` for every head, multiplied out when it is factored."""
+        if self.output_projections is None:
+            return self.value_projections
+        return self.output_projections @ self.value_projections
+
+    def head_keys_queries(self, x: Float[Array, "N D"]) -> tuple[Float[Array, "H N K"], Float[Array, "H N K"]]:
+        keys = self.qk_activation(jnp.einsum("hkd,nd->hnk", self.key_projections, x))
+        queries = self.qk_activation(jnp.einsum("hkd,nd->hnk", self.query_projections, x))
+        if self.rotary:
+            positions = jnp.arange(x.shape[0])
+            keys, queries = rotate_pairs(keys, positions), rotate_pairs(queries, positions)
+        return keys, queries
+
+    def attention_weights(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "H N N"]:
+        """``A_h`` for every head; each column of each ``A_h`` sums to one."""
+        keys, queries = self.head_keys_queries(x)
+        per_head = lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=mask)
+        return jax.vmap(per_head)(keys, queries)
+
+    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+        if x.ndim != 2 or x.shape[1] != self.token_dim:
+            raise ValueError(f"expected one sequence of shape (N, {self.token_dim}), got {x.shape}")
+        weights = self.attention_weights(x, mask)  # (H, N, N)
+        values = self.value_maps()  # (H, D, D)
+        # Maths: Y = Σ_h V_h X A_h. With tokens as rows: Yᵀ = Σ_h A_hᵀ Xᵀ V_hᵀ.
+        per_head = jax.vmap(lambda v, a: attend(x @ v.T, a))(values, weights)
+        return per_head.sum(0) if self.combine_heads == "sum" else per_head.mean(0)
+
+    @property
+    def token_dim(self) -> int:
+        return self.key_projections.shape[-1]
+
+    @property
+    def head_dim(self) -> int:
+        return self.key_projections.shape[1]
+
+    # -- the fast batched path -------------------------------------------------------------------
+
+    def batched(self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "B N D"]:
+        """The same as ``jax.vmap(self)(x)``, laid out for speed.
+
+        All heads' keys, queries and values come from one wide (D, ·) matrix product on the
+        flattened batch, and the sum over heads is folded into the final contraction.
+        """
+        if x.ndim != 3 or x.shape[2] != self.token_dim:
+            raise ValueError(f"expected a batch of shape (B, N, {self.token_dim}), got {x.shape}")
+        b, n, d = x.shape
+        h, k = self.num_heads, self.head_dim
+        dv = self.value_projections.shape[1]
+        # One (D, H K + H K + H Dv) matrix: keys, queries and values of every head at once.
+        wide = jnp.concatenate(
+            [self.key_projections.reshape(h * k, d), self.query_projections.reshape(h * k, d),
+             self.value_projections.reshape(h * dv, d)],
+            axis=0,
+        ).T
+        projected = (x.reshape(b * n, d) @ wide).reshape(b, n, -1)
+        keys = self.qk_activation(projected[..., : h * k]).reshape(b, n, h, k)
+        queries = self.qk_activation(projected[..., h * k : 2 * h * k]).reshape(b, n, h, k)
+        values = projected[..., 2 * h * k :].reshape(b, n, h, dv)
+        if self.rotary:
+            positions = jnp.arange(n)
+            keys = rotate_pairs(keys.transpose(0, 2, 1, 3), positions).transpose(0, 2, 1, 3)
+            queries = rotate_pairs(queries.transpose(0, 2, 1, 3), positions).transpose(0, 2, 1, 3)
+        scores = jnp.einsum("bihk,bjhk->bhij", keys, queries)  # scores[b, h, n', n]
+        if self.scaled:
+            scores = scores / math.sqrt(k)
+        if mask is not None:
+            scores = jnp.where(mask, scores, -jnp.inf)
+        weights = jax.nn.softmax(scores, axis=2)
+        if self.combine_heads == "mean":
+            weights = weights / h
+        if self.output_projections is None:
+            # Σ_h A_hᵀ (X V_hᵀ): contract over input tokens and heads in one product.
+            return jnp.einsum("bhij,bihd->bjd", weights, values)
+        mixed = jnp.einsum("bhij,bihv->bjhv", weights, values).reshape(b * n, h * dv)
+        w_o = self.output_projections.transpose(1, 0, 2).reshape(d, h * dv)
+        return (mixed @ w_o.T).reshape(b, n, d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bridges to the usual Q/K/V form and to Equinox
+# ---------------------------------------------------------------------------------------------
+
+
+def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, "..."]]:
+    """The layer's weights in the Q/K/V-concat-W_O form: ``Y = concat_h(softmax(Q_h K_hᵀ) V_h) W_O``.
+
+    Returns ``W_Q``, ``W_K`` (D, H K), ``W_V`` (D, H Dv) and ``W_O`` (H Dv, D), acting on tokens as
+    rows. The text's full-width ``V_h`` becomes ``W_V`` with Dv = D and ``W_O`` a stack of identities.
+    """
+    h, k, d = mhsa.key_projections.shape
+    w_q = mhsa.query_projections.reshape(h * k, d).T
+    w_k = mhsa.key_projections.reshape(h * k, d).T
+    dv = mhsa.value_projections.shape[1]
+    w_v = mhsa.value_projections.reshape(h * dv, d).T
+    if mhsa.output_projections is None:
+        w_o = jnp.tile(jnp.eye(d), (h, 1))
+    else:
+        w_o = mhsa.output_projections.transpose(0, 2, 1).reshape(h * dv, d)
+    if mhsa.combine_heads == "mean":
+        w_o = w_o / h
+    return {"W_Q": w_q, "W_K": w_k, "W_V": w_v, "W_O": w_o}
+
+
+def qkv_attention(
+    x: Float[Array, "N D"], weights: dict[str, Float[Array, "..."]], num_heads: int, *, scaled: bool = True
+) -> Float[Array, "N D"]:
+    """Multi-head attention written the way Vaswani et al. (2017) write it (queries attend over rows)."""
+    n = x.shape[0]
+    q = (x @ weights["W_Q"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
+    k = (x @ weights["W_K"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
+    v = (x @ weights["W_V"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
+    logits = q @ k.transpose(0, 2, 1)
+    if scaled:
+        logits = logits / math.sqrt(q.shape[-1])
+    heads = jax.nn.softmax(logits, axis=-1) @ v  # (H, N, Dv)
+    return heads.transpose(1, 0, 2).reshape(n, -1) @ weights["W_O"]
+
+
+def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
+    """An ``equinox.nn.MultiheadAttention`` computing the same function (no biases).
+
+    Equinox always scales by 1/sqrt(K), so the layer must be ``scaled`` and not rotary.
+    """
+    if not mhsa.scaled or mhsa.rotary or mhsa.qk_activation is not _identity:
+        raise ValueError("only a scaled, non-rotary layer without a key/query activation maps to Equinox")
+    w = qkv_weights(mhsa)
+    h, k, d = mhsa.key_projections.shape
+    dv = mhsa.value_projections.shape[1]
+    layer = eqx.nn.MultiheadAttention(
+        num_heads=h, query_size=d, qk_size=k, vo_size=dv, output_size=d, key=jax.random.PRNGKey(0)
+    )
+    # Equinox's Linear stores weight as (out, in), i.e. the transpose of the W's above.
+    for name, value in (("query_proj", w["W_Q"]), ("key_proj", w["W_K"]), ("value_proj", w["W_V"]),
+                        ("output_proj", w["W_O"])):
+        layer = eqx.tree_at(lambda l: getattr(l, name).weight, layer, value.T)
+    return layer
+
+
+def from_equinox(layer: eqx.nn.MultiheadAttention) -> MultiHeadSelfAttention:
+    """The text's parameterisation of an (unbiased) ``equinox.nn.MultiheadAttention``."""
+    if any(getattr(layer, p).bias is not None for p in ("query_proj", "key_proj", "value_proj", "output_proj")):
+        raise ValueError("the text's form has no biases; build the Equinox layer with use_*_bias=False")
+    h, k, dv = layer.num_heads, layer.qk_size, layer.vo_size
+    d = layer.query_proj.weight.shape[1]
+    mhsa = MultiHeadSelfAttention(d, h, k, dv, scaled=True, key=jax.random.PRNGKey(0))
+    return eqx.tree_at(
+        lambda m: (m.query_projections, m.key_projections, m.value_projections, m.output_projections),
+        mhsa,
+        (
+            layer.query_proj.weight.reshape(h, k, d),
+            layer.key_proj.weight.reshape(h, k, d),
+            layer.value_proj.weight.reshape(h, dv, d),
+            layer.output_proj.weight.reshape(d, h, dv).transpose(1, 0, 2),
+        ),
+    )

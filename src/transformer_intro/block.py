@@ -1,0 +1,72 @@
+"""The transformer block: multi-head self-attention and a token-wise MLP, each wrapped in a
+residual connection and preceded by LayerNorm (the pre-norm arrangement, Xiong et al. 2020)."""
+
+from __future__ import annotations
+
+from typing import Callable, Literal
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
+
+from .attention import MultiHeadSelfAttention
+from .mlp import MLP
+from .normalisation import LayerNorm
+
+Residual = Literal["input", "normalised"]
+
+
+class TransformerBlock(eqx.Module):
+    r"""One block, ``X ↦ X'``, on one sequence of tokens (rows).
+
+    With ``residual="input"`` (the default, and common practice)::
+
+        Y  = X + MHSA(LayerNorm(X))
+        X' = Y + MLP(LayerNorm(Y))
+
+    With ``residual="normalised"``, the text's equations, the first residual starts from the
+    *normalised* input: ``Y = X̄ + MHSA(X̄)``, ``X̄ = LayerNorm(X)``. Then the block never passes
+    X through unchanged, even when both branches output zero.
+    """
+
+    attention_norm: LayerNorm
+    attention: MultiHeadSelfAttention
+    mlp_norm: LayerNorm
+    mlp: MLP
+    residual: Residual = eqx.field(static=True)
+
+    def __init__(
+        self,
+        token_dim: int,
+        num_heads: int,
+        mlp_hidden_dim: int,
+        *,
+        head_dim: int | None = None,
+        value_dim: int | None = None,
+        mlp_num_layers: int = 1,
+        mlp_activation: Callable = jax.nn.gelu,
+        residual: Residual = "input",
+        key: PRNGKeyArray,
+        **attention_options,
+    ):
+        if residual not in ("input", "normalised"):
+            raise ValueError(f"residual must be 'input' or 'normalised', got {residual!r}")
+        attention_key, mlp_key = jax.random.split(key)
+        self.attention_norm = LayerNorm(token_dim)
+        self.attention = MultiHeadSelfAttention(
+            token_dim, num_heads, head_dim, value_dim, key=attention_key, **attention_options
+        )
+        self.mlp_norm = LayerNorm(token_dim)
+        self.mlp = MLP(token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key)
+        self.residual = residual
+
+    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+        x_bar = jax.vmap(self.attention_norm)(x)
+        y = (x if self.residual == "input" else x_bar) + self.attention(x_bar, mask)
+        return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y))
+
+    def batched(self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "B N D"]:
+        """``jax.vmap(self)(x)`` through the attention's and the MLP's fast batched paths."""
+        x_bar = self.attention_norm(x)
+        y = (x if self.residual == "input" else x_bar) + self.attention.batched(x_bar, mask)
+        return y + self.mlp.batched(self.mlp_norm(y))

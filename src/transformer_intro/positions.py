@@ -1,0 +1,100 @@
+"""Positional information: learned and sinusoidal embeddings, added or concatenated, and rotary
+embeddings that put position inside attention itself.
+
+Every layer of a transformer block is permutation equivariant, so without these a transformer
+cannot tell "Chelsea beats Arsenal" from "Arsenal beats Chelsea".
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+
+def sinusoidal_embeddings(num_positions: int, dim: int, *, base: float = 10_000.0) -> Float[Array, "N P"]:
+    """Vaswani et al. (2017): ``P[n, 2i] = sin(n ω_i)``, ``P[n, 2i+1] = cos(n ω_i)``, ``ω_i = base^(-2i/P)``.
+
+    The text writes only sines, ``[sin(ω_1 n), ..., sin(ω_D n)]``; pairing each sine with a cosine of
+    the same frequency makes a shift in position a rotation of each pair, which is what lets a
+    linear map read off relative positions.
+    """
+    if dim % 2:
+        raise ValueError(f"sinusoidal embeddings need an even width, got {dim}")
+    positions = jnp.arange(num_positions, dtype=jnp.float32)[:, None]
+    frequencies = base ** (-jnp.arange(0, dim, 2, dtype=jnp.float32) / dim)
+    angles = positions * frequencies  # (N, P/2)
+    return jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1).reshape(num_positions, dim)
+
+
+class PositionEmbedding(eqx.Module):
+    """Adds or concatenates one embedding per position to a sequence of tokens.
+
+    ``kind="learned"``: a trainable (N, P) table (ViT, Dosovitskiy et al. 2021).
+    ``kind="sinusoidal"``: the fixed table of :func:`sinusoidal_embeddings`; no gradient reaches it.
+    ``combine="add"`` needs P = D and returns (N, D); ``"concat"`` returns (N, D + P), the text's
+    ``x_n = tokenise_1(s_n) ⊙ tokenise_2(n)``. Adding is concatenating followed by the fixed
+    linear map ``[I I]``, so it is the cheaper special case.
+    """
+
+    embeddings: Float[Array, "N P"]
+    kind: Literal["learned", "sinusoidal"] = eqx.field(static=True)
+    combine: Literal["add", "concat"] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        num_positions: int,
+        dim: int,
+        *,
+        kind: Literal["learned", "sinusoidal"] = "learned",
+        combine: Literal["add", "concat"] = "add",
+        init_scale: float = 0.02,
+        key: PRNGKeyArray | None = None,
+    ):
+        if kind == "learned":
+            if key is None:
+                raise ValueError("learned position embeddings need a PRNG key")
+            self.embeddings = init_scale * jax.random.normal(key, (num_positions, dim))
+        elif kind == "sinusoidal":
+            self.embeddings = sinusoidal_embeddings(num_positions, dim)
+        else:
+            raise ValueError(f"kind must be 'learned' or 'sinusoidal', got {kind!r}")
+        if combine not in ("add", "concat"):
+            raise ValueError(f"combine must be 'add' or 'concat', got {combine!r}")
+        self.kind = kind
+        self.combine = combine
+
+    def table(self) -> Float[Array, "N P"]:
+        return self.embeddings if self.kind == "learned" else jax.lax.stop_gradient(self.embeddings)
+
+    def __call__(self, x: Float[Array, "N D"]) -> Float[Array, "N Dout"]:
+        n, d = x.shape
+        if n > self.embeddings.shape[0]:
+            raise ValueError(f"sequence of {n} tokens is longer than the {self.embeddings.shape[0]} positions embedded")
+        table = self.table()[:n]
+        if self.combine == "concat":
+            return jnp.concatenate([x, table], axis=-1)
+        if d != table.shape[1]:
+            raise ValueError(f"cannot add position embeddings of width {table.shape[1]} to tokens of width {d}")
+        return x + table
+
+
+def rotate_pairs(x: Float[Array, "... N K"], positions: Int[Array, " N"], *, base: float = 10_000.0) -> Float[Array, "... N K"]:
+    """Rotary position embedding (Su et al. 2024): rotate each pair of coordinates of token n by n ω_i.
+
+    For a key at position m and a query at position n, ``R(m ω)k · R(n ω)q = k · R((n - m) ω)q``:
+    the score depends on the positions only through their difference.
+    """
+    k = x.shape[-1]
+    if k % 2:
+        raise ValueError(f"rotary embeddings need an even width, got {k}")
+    frequencies = base ** (-jnp.arange(0, k, 2, dtype=jnp.float32) / k)
+    angles = positions[:, None].astype(jnp.float32) * frequencies  # (N, K/2)
+    cos, sin = jnp.cos(angles), jnp.sin(angles)
+    pairs = x.reshape(*x.shape[:-1], k // 2, 2)
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
+    return rotated.reshape(x.shape)

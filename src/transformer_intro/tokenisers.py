@@ -1,0 +1,97 @@
+"""Turning raw inputs into tokens: a lookup table for discrete symbols, a linear map for
+continuous vectors, and image patches cut and projected in one strided convolution."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+
+class DiscreteTokeniser(eqx.Module):
+    """``x_n = z_{s_n}``: symbol ``s_n ∈ {0, ..., K-1}`` looks up row ``s_n`` of a learned (K, D) table."""
+
+    table: Float[Array, "K D"]
+
+    def __init__(self, vocab_size: int, dim: int, *, key: PRNGKeyArray):
+        self.table = jax.random.normal(key, (vocab_size, dim))
+
+    def __call__(self, symbols: Int[Array, " N"]) -> Float[Array, "N D"]:
+        # JAX clamps out-of-range indices silently; a tokeniser should say so instead.
+        symbols = eqx.error_if(
+            symbols, (symbols < 0) | (symbols >= self.table.shape[0]),
+            f"token id out of range for a vocabulary of {self.table.shape[0]} symbols",
+        )
+        return self.table[symbols]
+
+
+class ContinuousTokeniser(eqx.Module):
+    """``x_n = W s_n + b`` for continuous inputs ``s_n ∈ R^{D_s}``, one shared W (D x D_s)."""
+
+    projection: eqx.nn.Linear
+
+    def __init__(self, in_dim: int, dim: int, *, key: PRNGKeyArray):
+        self.projection = eqx.nn.Linear(in_dim, dim, key=key)
+
+    def __call__(self, s: Float[Array, "N Ds"]) -> Float[Array, "N D"]:
+        if s.ndim != 2 or s.shape[1] != self.projection.in_features:
+            raise ValueError(f"expected inputs of shape (N, {self.projection.in_features}), got {s.shape}")
+        return jax.vmap(self.projection)(s)
+
+
+def check_patch_size(height: int, width: int, patch_size: int) -> None:
+    if patch_size < 1 or height % patch_size or width % patch_size:
+        raise ValueError(
+            f"patch size {patch_size} does not divide the {height}x{width} image; "
+            f"choose a divisor of both sides (for 28x28 MNIST: 1, 2, 4, 7, 14 or 28)"
+        )
+
+
+def patchify(image: Float[Array, "C H W"], patch_size: int) -> Float[Array, "N Cpp"]:
+    """Cut an image into non-overlapping p x p patches, row by row, each flattened in (C, p, p) order."""
+    c, h, w = image.shape
+    check_patch_size(h, w, patch_size)
+    p = patch_size
+    grid = image.reshape(c, h // p, p, w // p, p)
+    return grid.transpose(1, 3, 0, 2, 4).reshape((h // p) * (w // p), c * p * p)
+
+
+class PatchTokeniser(eqx.Module):
+    """Image patches to tokens by a convolution whose stride equals its kernel size.
+
+    Each output position of the convolution sees exactly one patch and applies the same D filters
+    to it, so this is "cut into patches, then one shared linear map" done in one operation.
+    """
+
+    convolution: eqx.nn.Conv2d
+    patch_size: int = eqx.field(static=True)
+
+    def __init__(self, patch_size: int, channels: int, dim: int, *, key: PRNGKeyArray):
+        if patch_size < 1:
+            raise ValueError(f"patch size must be positive, got {patch_size}")
+        self.convolution = eqx.nn.Conv2d(channels, dim, kernel_size=patch_size, stride=patch_size, key=key)
+        self.patch_size = patch_size
+
+    def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, "N D"]:
+        if image.ndim != 3 or image.shape[0] != self.convolution.in_channels:
+            raise ValueError(
+                f"expected one image of shape (C={self.convolution.in_channels}, H, W), got {image.shape}"
+            )
+        check_patch_size(image.shape[1], image.shape[2], self.patch_size)
+        features = self.convolution(image)  # (D, H/p, W/p)
+        return features.reshape(features.shape[0], -1).T
+
+    def linear_map(self) -> tuple[Float[Array, "D Cpp"], Float[Array, " D"]]:
+        """The convolution as the shared linear map of :func:`patchify`'d patches: weight and bias."""
+        weight = self.convolution.weight
+        return weight.reshape(weight.shape[0], -1), self.convolution.bias.reshape(-1)
+
+    def batched(self, images: Float[Array, "B C H W"]) -> Float[Array, "B N D"]:
+        """Patch and project a batch as one matrix product (faster than a convolution on CPU)."""
+        if images.ndim != 4:
+            raise ValueError(f"expected a batch of images (B, C, H, W), got {images.shape}")
+        weight, bias = self.linear_map()
+        patches = jax.vmap(patchify, in_axes=(0, None))(images, self.patch_size)
+        b, n, cpp = patches.shape
+        return (patches.reshape(b * n, cpp) @ weight.T + bias).reshape(b, n, -1)

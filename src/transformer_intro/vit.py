@@ -1,0 +1,192 @@
+"""A Vision Transformer (Dosovitskiy et al. 2021): patches as tokens, a class token, position
+embeddings, M transformer blocks, and a classifier read off the class token."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .block import TransformerBlock
+from .mlp import MLP
+from .normalisation import LayerNorm
+from .positions import PositionEmbedding
+from .tokenisers import PatchTokeniser, check_patch_size
+
+ACTIVATIONS = {"identity": lambda x: x, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Every choice that shapes a :class:`VisionTransformer`. Plain values, so it saves as JSON."""
+
+    image_size: int = 28
+    channels: int = 1
+    patch_size: int = 4
+    dim: int = 64
+    num_heads: int = 4
+    head_dim: int | None = None  # K; None means dim / num_heads
+    value_dim: int | None = None  # None: full D x D value maps V_h (the text); else V_h = O_h W_h
+    num_blocks: int = 6
+    mlp_hidden_dim: int = 128
+    mlp_num_layers: int = 1
+    head_hidden_dim: int | None = None  # None: a linear classifier on the class token
+    num_classes: int = 10
+    scaled: bool = True
+    qk_activation: Literal["identity", "gelu"] = "identity"
+    combine_heads: Literal["sum", "mean"] = "sum"
+    residual: Literal["input", "normalised"] = "input"
+    final_norm: bool = True
+    position_init_scale: float = 0.02
+
+    def __post_init__(self):
+        check_patch_size(self.image_size, self.image_size, self.patch_size)
+        if self.head_dim is None and self.dim % self.num_heads:
+            raise ValueError(
+                f"model width dim={self.dim} is not divisible by num_heads={self.num_heads}; "
+                "change one of them or set head_dim"
+            )
+        if self.qk_activation not in ACTIVATIONS:
+            raise ValueError(f"qk_activation must be one of {sorted(ACTIVATIONS)}, got {self.qk_activation!r}")
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+    def replace(self, **changes) -> "ViTConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ViTConfig":
+        return cls(**json.loads(text))
+
+
+CONFIGS: dict[str, ViTConfig] = {
+    # The reference text's tiny ViT, its quirks included: eight full-width heads (K = D) with a full
+    # D x D value map each, averaged rather than summed; a GELU on keys and queries; no final
+    # LayerNorm; an MLP classifier; position embeddings drawn from N(0, 1).
+    "reference": ViTConfig(
+        patch_size=4, dim=128, num_heads=8, head_dim=128, value_dim=None, num_blocks=8,
+        mlp_hidden_dim=128, mlp_num_layers=1, head_hidden_dim=128, qk_activation="gelu",
+        combine_heads="mean", final_norm=False, position_init_scale=1.0,
+    ),
+    # The model the book trains on a laptop CPU: 16 tokens of 7x7 patches, narrow and shallow.
+    "default": ViTConfig(
+        patch_size=7, dim=64, num_heads=4, head_dim=16, value_dim=16, num_blocks=6,
+        mlp_hidden_dim=128, mlp_num_layers=1,
+    ),
+}
+
+
+def get_config(name_or_config: str | ViTConfig) -> ViTConfig:
+    if isinstance(name_or_config, ViTConfig):
+        return name_or_config
+    if name_or_config not in CONFIGS:
+        raise ValueError(f"unknown configuration {name_or_config!r}; choose one of {sorted(CONFIGS)}")
+    return CONFIGS[name_or_config]
+
+
+class VisionTransformer(eqx.Module):
+    """Image (C, H, W) → class logits.
+
+    Patches become tokens (:class:`PatchTokeniser`), learned position embeddings are added, a
+    learned class token ``x_0`` is put in front, M blocks refine all N + 1 tokens, and the class
+    token's final state is mapped to logits. Only the class token reads the whole image: it starts
+    the same for every input and gathers information by attending to the patches.
+    """
+
+    tokeniser: PatchTokeniser
+    position_embedding: PositionEmbedding
+    class_token: Float[Array, " D"]
+    blocks: tuple[TransformerBlock, ...]
+    final_norm: LayerNorm | None
+    head: MLP
+    config: ViTConfig = eqx.field(static=True)
+
+    def __init__(self, config: str | ViTConfig = "default", *, key: PRNGKeyArray):
+        config = get_config(config)
+        keys = jax.random.split(key, config.num_blocks + 3)
+        self.tokeniser = PatchTokeniser(config.patch_size, config.channels, config.dim, key=keys[0])
+        self.position_embedding = PositionEmbedding(
+            config.num_patches, config.dim, init_scale=config.position_init_scale, key=keys[1]
+        )
+        self.class_token = jnp.zeros(config.dim)
+        self.blocks = tuple(
+            TransformerBlock(
+                config.dim, config.num_heads, config.mlp_hidden_dim,
+                head_dim=config.head_dim, value_dim=config.value_dim, mlp_num_layers=config.mlp_num_layers,
+                residual=config.residual, scaled=config.scaled, combine_heads=config.combine_heads,
+                qk_activation=ACTIVATIONS[config.qk_activation], key=k,
+            )
+            for k in keys[3:]
+        )
+        self.final_norm = LayerNorm(config.dim) if config.final_norm else None
+        head_layers = 0 if config.head_hidden_dim is None else 1
+        self.head = MLP(config.dim, config.head_hidden_dim or config.dim, head_layers, config.num_classes, key=keys[2])
+        self.config = config
+
+    def _check_image(self, image_shape: tuple[int, ...]) -> None:
+        c, s = self.config.channels, self.config.image_size
+        if tuple(image_shape) != (c, s, s):
+            raise ValueError(f"expected an image of shape ({c}, {s}, {s}), got {tuple(image_shape)}")
+
+    def tokens(self, image: Float[Array, "C H W"]) -> Float[Array, "N+1 D"]:
+        """The initial representation ``X^(0)``: class token, then position-embedded patches."""
+        self._check_image(image.shape)
+        patches = self.position_embedding(self.tokeniser(image))
+        return jnp.concatenate([self.class_token[None], patches], axis=0)
+
+    def classify(self, class_token: Float[Array, " D"]) -> Float[Array, " classes"]:
+        if self.final_norm is not None:
+            class_token = self.final_norm(class_token)
+        return self.head(class_token)
+
+    def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, " classes"]:
+        x = self.tokens(image)
+        for block in self.blocks:
+            x = block(x)
+        return self.classify(x[0])
+
+    def intermediates(self, image: Float[Array, "C H W"]) -> dict[str, Array]:
+        """Logits plus what happened on the way: every block's input tokens and attention weights.
+
+        ``attention_weights`` has shape (M, H, N+1, N+1) with the maths' orientation: column n of
+        ``attention_weights[m, h]`` is how token n distributes its attention in block m, head h.
+        """
+        x = self.tokens(image)
+        inputs, weights = [], []
+        for block in self.blocks:
+            inputs.append(x)
+            weights.append(block.attention.attention_weights(jax.vmap(block.attention_norm)(x)))
+            x = block(x)
+        return {
+            "block_inputs": jnp.stack(inputs), "attention_weights": jnp.stack(weights),
+            "output_tokens": x, "logits": self.classify(x[0]),
+        }
+
+    def batched(self, images: Float[Array, "B C H W"]) -> Float[Array, "B classes"]:
+        """``jax.vmap(self)(images)`` through the fast batched paths; used for training."""
+        if images.ndim != 4:
+            raise ValueError(f"expected a batch of images (B, C, H, W), got {images.shape}")
+        self._check_image(images.shape[1:])
+        patches = self.tokeniser.batched(images) + self.position_embedding.table()
+        class_tokens = jnp.broadcast_to(self.class_token, (images.shape[0], 1, self.config.dim))
+        x = jnp.concatenate([class_tokens, patches], axis=1)
+        for block in self.blocks:
+            x = block.batched(x)
+        cls = x[:, 0]
+        if self.final_norm is not None:
+            cls = self.final_norm(cls)
+        return self.head.batched(cls)
+
+
+def count_parameters(model: eqx.Module) -> int:
+    return sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array)))

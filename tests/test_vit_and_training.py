@@ -1,0 +1,140 @@
+"""The Vision Transformer, its configurations, and training: loss falls, checkpoints resume exactly."""
+
+import os
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_intro import CONFIGS, VisionTransformer, ViTConfig, count_parameters
+from transformer_intro.train import TrainConfig, evaluate, fit, load_checkpoint, save_checkpoint
+
+TINY = ViTConfig(patch_size=7, dim=16, num_heads=2, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=32)
+
+
+def assert_close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=tol)
+
+
+def toy_digits(n, seed=0):
+    """A learnable stand-in for MNIST: each class lights up its own horizontal band."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, n).astype(np.int32)
+    images = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+    for i, label in enumerate(labels):
+        images[i, 2 * label + 4 : 2 * label + 7, 4:24] = 255
+    return images, labels
+
+
+def test_reference_configuration_matches_the_text():
+    config = CONFIGS["reference"]
+    assert (config.dim, config.patch_size, config.num_heads, config.num_blocks) == (128, 4, 8, 8)
+    assert (config.mlp_hidden_dim, config.mlp_num_layers) == (128, 1)
+    assert config.head_dim == config.dim  # full-width heads
+    model = VisionTransformer("reference", key=jax.random.PRNGKey(0))
+    # Per block: 8 heads x (U_k, U_q, V: 3 x 128^2) + MLP (2 x 128^2 + 128 + 128) + 2 LayerNorms.
+    per_block = 8 * 3 * 128**2 + 2 * 128**2 + 256 + 4 * 128
+    tokeniser = 16 * 128 + 128
+    head = 128 * 128 + 128 + 128 * 10 + 10
+    assert count_parameters(model) == 8 * per_block + tokeniser + 49 * 128 + 128 + head
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_batched_forward_equals_vmapped_definition(name):
+    model = VisionTransformer(name, key=jax.random.PRNGKey(1))
+    images = jax.random.normal(jax.random.PRNGKey(2), (2, 1, 28, 28))
+    fast = eqx.filter_jit(lambda m, x: m.batched(x))(model, images)
+    assert_close(fast, eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(model, images), 1e-4)
+
+
+def test_intermediates_expose_attention_of_every_block_and_head():
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(3))
+    image = jax.random.normal(jax.random.PRNGKey(4), (1, 28, 28))
+    out = eqx.filter_jit(lambda m, x: m.intermediates(x))(model, image)
+    assert out["attention_weights"].shape == (2, 2, 17, 17)
+    assert_close(out["attention_weights"].sum(axis=2), jnp.ones((2, 2, 17)))
+    assert_close(out["logits"], model(image))
+
+
+def test_vit_prediction_depends_on_patch_positions():
+    """Swapping two patches changes the logits: position embeddings break permutation symmetry."""
+    model = VisionTransformer(TINY.replace(position_init_scale=1.0), key=jax.random.PRNGKey(5))
+    image = jax.random.normal(jax.random.PRNGKey(6), (1, 28, 28))
+    swapped = image.at[:, :7, :7].set(image[:, :7, 7:14]).at[:, :7, 7:14].set(image[:, :7, :7])
+    assert not np.allclose(model(image), model(swapped), atol=1e-3)
+    # Without position embeddings the class token cannot tell the two apart.
+    flat = eqx.tree_at(lambda m: m.position_embedding.embeddings, model, jnp.zeros_like(model.position_embedding.embeddings))
+    assert_close(flat(image), flat(swapped), 1e-4)
+
+
+def test_configuration_errors_name_the_problem():
+    with pytest.raises(ValueError, match="patch size 5 does not divide"):
+        ViTConfig(patch_size=5)
+    with pytest.raises(ValueError, match="dim=66 is not divisible by num_heads=4"):
+        ViTConfig(dim=66, num_heads=4)
+    with pytest.raises(ValueError, match="unknown configuration"):
+        VisionTransformer("huge", key=jax.random.PRNGKey(0))
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"expected an image of shape \(1, 28, 28\)"):
+        model(jnp.ones((28, 28)))
+    with pytest.raises(ValueError, match=r"\(1, 28, 28\)"):
+        model.batched(jnp.ones((2, 3, 28, 28)))
+
+
+def test_config_round_trips_through_json():
+    config = CONFIGS["reference"]
+    assert ViTConfig.from_json(config.to_json()) == config
+
+
+def test_loss_falls_and_model_learns_on_a_small_subset():
+    images, labels = toy_digits(512)
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(7))
+    before = evaluate(model, images, labels)
+    config = TrainConfig(epochs=10, batch_size=64, learning_rate=3e-3, warmup_steps=5)
+    model, history = fit(model, (images, labels), (images, labels), config, progress=False)
+    print(history)
+    assert history.train_loss[-1] < 0.5 * history.train_loss[0]
+    assert history.test_loss[-1] < before["loss"]
+    assert history.test_accuracy[-1] > 0.9 > before["accuracy"]
+    assert history.epoch == list(range(1, 11))
+
+
+def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
+    images, labels = toy_digits(256, seed=1)
+    config = TrainConfig(epochs=3, batch_size=64, learning_rate=2e-3, warmup_steps=2)
+    init = VisionTransformer(TINY, key=jax.random.PRNGKey(8))
+    straight, history = fit(init, (images, labels), None, config, progress=False)
+    again, _ = fit(init, (images, labels), None, config, progress=False)
+    for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(again)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+    path = tmp_path / "run.eqx"
+    _, partial = fit(init, (images, labels), None, config, checkpoint_path=path, stop_after_epochs=1, progress=False)
+    assert partial.epoch == [1]
+    resumed, resumed_history = fit(init, (images, labels), None, config, checkpoint_path=path, resume=True, progress=False)
+    assert resumed_history.epoch == [1, 2, 3]
+    assert resumed_history.train_loss == pytest.approx(history.train_loss, rel=1e-5)
+    for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
+        assert_close(a, b, 1e-6)
+
+
+def test_checkpoint_round_trip_and_missing_file(tmp_path):
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(9))
+    path = save_checkpoint(tmp_path / "m.eqx", model, metadata={"note": "hello"})
+    loaded, opt_state, header = load_checkpoint(path)
+    assert opt_state is None and header["note"] == "hello"
+    assert loaded.config == model.config
+    for a, b in zip(jax.tree_util.tree_leaves(model), jax.tree_util.tree_leaves(loaded)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert not any(p.suffix == ".tmp" for p in tmp_path.iterdir())
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "absent.eqx")
+
+
+def test_batch_larger_than_data_raises():
+    images, labels = toy_digits(10)
+    with pytest.raises(ValueError, match="larger than"):
+        fit(VisionTransformer(TINY, key=jax.random.PRNGKey(0)), (images, labels), None,
+            TrainConfig(batch_size=64), progress=False)
