@@ -35,7 +35,7 @@ test: unit nbval browser
 # Re-execute every chapter in place, top to bottom, so the committed outputs are fresh.
 execute: $(STAMP)
 	for nb in book/*.ipynb; do \
-		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; \
+		echo "executing $$nb"; $(BIN)/jupyter execute --inplace --timeout=1800 "$$nb" || exit 1; \
 	done
 
 # Throughput benchmark against the TensorFlow/Keras reference ViT, in its own venv

@@ -1,7 +1,10 @@
 """Train-step throughput of the package's models: images per second for forward + backward + AdamW
-update, after compilation, at several batch sizes. Prints figures; asserts nothing about speed.
+update, after compilation. Prints figures; asserts nothing about speed.
 
-    python benchmarks/throughput.py [--config reference] [--batch-sizes 16 128] [--seconds 20]
+    python benchmarks/throughput.py [--config reference] [--batch-sizes 16 128] [--rounds 5]
+
+``--layouts batched vmap`` also times the one-example definition under ``jax.vmap``, interleaved
+with the fast path, to show what the batched layout buys.
 """
 
 from __future__ import annotations
@@ -17,54 +20,66 @@ from transformer_intro import VisionTransformer, count_parameters
 from transformer_intro.train import TrainConfig, make_optimizer, train_step
 
 
-def measure(config_name: str, batch_size: int, seconds: float, *, layout: str = "batched") -> float:
-    """Median images/s over repeats of a timed window of train steps on random MNIST-shaped data."""
-    model = VisionTransformer(config_name, key=jax.random.PRNGKey(0))
-    if layout == "vmap":  # the one-example definition under jax.vmap, for comparison
-        model = _VmapModel(model)
-    optimizer = make_optimizer(TrainConfig(), total_steps=10_000)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, (batch_size, 28, 28), dtype=np.uint8)
-    labels = rng.integers(0, 10, batch_size).astype(np.int32)
-    for _ in range(3):  # compile and warm up
-        model, opt_state, loss, _ = train_step(model, opt_state, images, labels, optimizer)
-    jax.block_until_ready(loss)
-    rates = []
-    for _ in range(3):
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds / 3:
-            model, opt_state, loss, _ = train_step(model, opt_state, images, labels, optimizer)
-            steps += 1
-        jax.block_until_ready(loss)
-        rates.append(steps * batch_size / (time.perf_counter() - start))
-    return float(np.median(rates))
-
-
 class _VmapModel(eqx.Module):
-    inner: VisionTransformer
+    """The one-example ``__call__`` under ``jax.vmap``, in place of the fast ``batched`` path."""
 
-    @property
-    def config(self):
-        return self.inner.config
+    inner: VisionTransformer
 
     def batched(self, images):
         return jax.vmap(self.inner)(images)
+
+
+class JaxRunner:
+    """A compiled train step of a package model on one fixed random batch of MNIST-shaped data."""
+
+    def __init__(self, config: str, batch_size: int, *, layout: str = "batched", micro_batch_size: int | None = None):
+        model = VisionTransformer(config, key=jax.random.PRNGKey(0))
+        self.model = _VmapModel(model) if layout == "vmap" else model
+        self.optimizer = make_optimizer(TrainConfig(), total_steps=100_000)
+        self.opt_state = self.optimizer.init(eqx.filter(self.model, eqx.is_inexact_array))
+        rng = np.random.default_rng(0)
+        self.images = rng.integers(0, 256, (batch_size, 28, 28), dtype=np.uint8)
+        self.labels = rng.integers(0, 10, batch_size).astype(np.int32)
+        self.batch_size = batch_size
+        self.micro_batch_size = micro_batch_size
+        self.run(3)  # compile and warm up
+
+    def run(self, steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.model, self.opt_state, loss, _ = train_step(
+                self.model, self.opt_state, self.images, self.labels, self.optimizer, self.micro_batch_size)
+        jax.block_until_ready(loss)
+        return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="reference")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
-    parser.add_argument("--seconds", type=float, default=15.0, help="timed seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per layout per round")
     parser.add_argument("--layouts", nargs="+", default=["batched"], choices=["batched", "vmap"])
+    parser.add_argument("--micro-batch-sizes", type=int, nargs="+", default=[0],
+                        help="gradient-accumulation chunk sizes to compare (0: none)")
     args = parser.parse_args()
     model = VisionTransformer(args.config, key=jax.random.PRNGKey(0))
     print(f"config={args.config} parameters={count_parameters(model):,} devices={jax.devices()}")
     for batch_size in args.batch_sizes:
-        for layout in args.layouts:
-            rate = measure(args.config, batch_size, args.seconds, layout=layout)
-            print(f"batch {batch_size:4d}  layout {layout:8s}  {rate:8.1f} images/s")
+        runners = {
+            f"{layout}/{micro or batch_size}": JaxRunner(args.config, batch_size, layout=layout, micro_batch_size=micro or None)
+            for layout in args.layouts for micro in args.micro_batch_sizes if not micro or micro <= batch_size
+        }
+        steps = {k: max(2, int(args.seconds / r.run(1))) for k, r in runners.items()}
+        rates = {k: [] for k in runners}
+        for _ in range(args.rounds):
+            for k, r in runners.items():
+                rates[k].append(steps[k] * batch_size / r.run(steps[k]))
+        for k, values in rates.items():
+            first = next(iter(rates))
+            ratio = np.median(values) / np.median(rates[first])
+            print(f"batch {batch_size:4d}  layout/micro-batch {k:12s}  {np.median(values):8.1f} images/s  "
+                  f"(ratio to {first}: {ratio:.2f}x)", flush=True)
 
 
 if __name__ == "__main__":

@@ -90,8 +90,16 @@ def test_padding_mask_gives_padding_zero_weight(x):
 
 
 def test_mismatched_keys_and_queries_raise():
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match="same width K"):
         attention_weights(jnp.ones((3, 4)), jnp.ones((3, 5)))
+
+
+def test_cross_attention_weights_have_one_column_per_query():
+    keys = jax.random.normal(jax.random.PRNGKey(0), (7, 4))
+    queries = jax.random.normal(jax.random.PRNGKey(1), (3, 4))
+    weights = attention_weights(keys, queries)
+    assert weights.shape == (7, 3)
+    assert_close(weights.sum(0), jnp.ones(3))
 
 
 def test_self_attention_matches_jax_dot_product_attention(x):

@@ -138,3 +138,18 @@ def test_batch_larger_than_data_raises():
     with pytest.raises(ValueError, match="larger than"):
         fit(VisionTransformer(TINY, key=jax.random.PRNGKey(0)), (images, labels), None,
             TrainConfig(batch_size=64), progress=False)
+
+
+def test_micro_batched_gradient_equals_full_batch_gradient():
+    from transformer_intro.train import batch_gradients
+
+    images, labels = toy_digits(32, seed=2)
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(10))
+    full = eqx.filter_jit(batch_gradients)(model, images, labels)
+    micro = eqx.filter_jit(batch_gradients)(model, images, labels, 8)
+    assert_close(full[0], micro[0], 1e-5)
+    assert_close(full[1], micro[1])
+    for a, b in zip(jax.tree_util.tree_leaves(full[2]), jax.tree_util.tree_leaves(micro[2])):
+        assert_close(a, b, 1e-5)
+    with pytest.raises(ValueError, match="micro-batch size 5 does not divide the batch size 32"):
+        batch_gradients(model, images, labels, 5)

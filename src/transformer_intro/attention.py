@@ -43,24 +43,27 @@ def padding_mask(is_real: Bool[Array, " N"]) -> Bool[Array, "N N"]:
 
 
 def attention_weights(
-    keys: Float[Array, "N K"],
-    queries: Float[Array, "N K"],
+    keys: Float[Array, "Nin K"],
+    queries: Float[Array, "Nout K"],
     *,
     scaled: bool = False,
-    mask: Bool[Array, "N N"] | None = None,
-) -> Float[Array, "N N"]:
+    mask: Bool[Array, "Nin Nout"] | None = None,
+) -> Float[Array, "Nin Nout"]:
     """Column-normalised attention matrix ``A[n', n] = softmax_{n'}(k_n'ᵀ q_n)``.
 
     Args:
         keys: one key per input token, as rows.
-        queries: one query per output token, as rows.
+        queries: one query per output token, as rows. In self-attention both come from the same
+            tokens; in cross-attention the queries come from another sequence, of any length.
         scaled: divide the scores by sqrt(K), as Vaswani et al. (2017) do. The text's maths does not.
         mask: optional boolean (N, N) array; ``mask[n', n] = False`` forbids output n from attending
             to input n' (see :func:`causal_mask`, :func:`padding_mask`). Every column must allow at
             least one input.
     """
-    if keys.shape != queries.shape:
-        raise ValueError(f"keys and queries must have the same shape, got {keys.shape} and {queries.shape}")
+    if keys.ndim != 2 or queries.ndim != 2 or keys.shape[1] != queries.shape[1]:
+        raise ValueError(
+            f"keys and queries must be (N, K) arrays of the same width K, got {keys.shape} and {queries.shape}"
+        )
     scores = keys @ queries.T  # scores[n', n] = k_n' . q_n
     if scaled:
         scores = scores / math.sqrt(keys.shape[-1])

@@ -1,0 +1,83 @@
+"""Interleaved train-throughput comparison: the package's `reference` ViT (JAX) against a
+TensorFlow/Keras port of the reference text's own code (benchmarks/tf/reference_vit.py), same
+architecture, same batch sizes, in one process.
+
+Each round times a fixed number of train steps (forward + backward + update, after compilation)
+of every contender in turn, so that load from other processes hits all of them alike; the
+medians over rounds and their ratios are printed. Run it with `make bench` (TensorFlow lives in
+its own environment, .venv-bench, never in requirements.txt).
+
+    python benchmarks/compare_reference.py [--batch-sizes 16 128] [--rounds 5] [--seconds 6] [--xla]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).parent / "tf"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from throughput import JaxRunner  # noqa: E402
+
+
+class TensorFlowRunner:
+    """A compiled train step of the TensorFlow reference ViT on one fixed random batch."""
+
+    def __init__(self, batch_size: int, *, jit_compile: bool = False):
+        import reference_vit as ref
+
+        self.model = ref.build_reference_model(seed=0)
+        optimizer, loss_fn = ref.make_optimizer_and_loss()
+        self.step = ref.make_train_step(self.model, optimizer, loss_fn, jit_compile=jit_compile)
+        self.images, self.labels = ref.random_batch(batch_size)
+        self.batch_size = batch_size
+        self.run(3)  # trace, compile, warm up
+
+    def run(self, steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = self.step(self.images, self.labels)
+        float(loss)  # waits for the last step
+        return time.perf_counter() - start
+
+
+def steps_for(runner, seconds: float) -> int:
+    """How many steps fill about ``seconds``, from one timed probe step."""
+    return max(2, int(seconds / max(runner.run(1), 1e-3)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=6.0, help="timed seconds per contender per round")
+    parser.add_argument("--xla", action="store_true", help="also time TensorFlow with jit_compile=True")
+    args = parser.parse_args()
+
+    for batch_size in args.batch_sizes:
+        contenders = {"tensorflow": TensorFlowRunner(batch_size)}
+        if args.xla:
+            contenders["tensorflow+xla"] = TensorFlowRunner(batch_size, jit_compile=True)
+        contenders["jax (transformer_intro)"] = JaxRunner("reference", batch_size)
+        steps = {name: steps_for(r, args.seconds) for name, r in contenders.items()}
+        rates = {name: [] for name in contenders}
+        for _ in range(args.rounds):
+            for name, runner in contenders.items():
+                rates[name].append(steps[name] * batch_size / runner.run(steps[name]))
+        baseline = np.median(rates["tensorflow"])
+        print(f"\nbatch size {batch_size} ({args.rounds} interleaved rounds, median images/s)")
+        for name, values in rates.items():
+            median = np.median(values)
+            print(f"  {name:26s} {median:8.1f} images/s   ratio to tensorflow {median / baseline:5.2f}x"
+                  f"   (range {min(values):.1f}-{max(values):.1f})")
+
+
+if __name__ == "__main__":
+    main()
