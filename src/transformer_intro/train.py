@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain text bar: no widget JavaScript, identical in a terminal and a notebook
 
 from .data import iterate_batches
 from .vit import VisionTransformer, ViTConfig, get_config
