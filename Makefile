@@ -53,7 +53,10 @@ $(BENCH_STAMP): $(BENCH_REQS) pyproject.toml
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
+	$(BENCH_BIN)/python benchmarks/throughput.py --config reference --layouts batched vmap
 	$(BENCH_BIN)/python benchmarks/compare_reference.py
+	@if [ -n "$$MNIST_DIR" ]; then $(BENCH_BIN)/python benchmarks/time_to_accuracy.py; \
+	else echo "set MNIST_DIR to also run benchmarks/time_to_accuracy.py"; fi
 
 clean:
 	rm -rf _build

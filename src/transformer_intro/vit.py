@@ -78,7 +78,8 @@ CONFIGS: dict[str, ViTConfig] = {
         mlp_hidden_dim=128, mlp_num_layers=1, head_hidden_dim=128, qk_activation="gelu",
         combine_heads="mean", final_norm=False, position_init_scale=1.0,
     ),
-    # The model the book trains on a laptop CPU: 16 tokens of 7x7 patches, narrow and shallow.
+    # The model the book trains on a laptop CPU: 16 tokens of 7x7 patches, four narrow heads with
+    # the usual factored value maps, six blocks. About 1,100-1,800 images/s to train on 2 cores.
     "default": ViTConfig(
         patch_size=7, dim=64, num_heads=4, head_dim=16, value_dim=16, num_blocks=6,
         mlp_hidden_dim=128, mlp_num_layers=1,
