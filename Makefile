@@ -17,7 +17,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 book: $(STAMP)
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/jupyter-book build . --all -W -n --keep-going
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q
