@@ -59,6 +59,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=6.0, help="timed seconds per contender per round")
     parser.add_argument("--xla", action="store_true", help="also time TensorFlow with jit_compile=True")
+    parser.add_argument("--jax-micro-batch", type=int, default=16,
+                        help="also time JAX accumulating gradients over micro-batches of this size, for batch "
+                             "sizes above it (the same update as the whole batch; 0 to skip)")
     args = parser.parse_args()
 
     for batch_size in args.batch_sizes:
@@ -66,6 +69,9 @@ def main() -> None:
         if args.xla:
             contenders["tensorflow+xla"] = TensorFlowRunner(batch_size, jit_compile=True)
         contenders["jax (transformer_intro)"] = JaxRunner("reference", batch_size)
+        if 0 < args.jax_micro_batch < batch_size:
+            contenders[f"jax, micro-batches of {args.jax_micro_batch}"] = JaxRunner(
+                "reference", batch_size, micro_batch_size=args.jax_micro_batch)
         steps = {name: steps_for(r, args.seconds) for name, r in contenders.items()}
         rates = {name: [] for name in contenders}
         for _ in range(args.rounds):

@@ -425,7 +425,7 @@ def _download_host_reachable(timeout: float = _CONNECT_TIMEOUT_S) -> bool:
         try:
             with socket.create_connection((host, port), timeout=timeout):
                 outcome.append(True)
-        except OSError:
+        except Exception:  # any failure to connect, in a thread nobody else would hear about
             outcome.append(False)
 
     thread = threading.Thread(target=probe, daemon=True)
