@@ -162,9 +162,9 @@ class MultiHeadSelfAttention(eqx.Module):
     ``U_{k,h}`` of ``W_Kᵀ``; ``softmax(Q Kᵀ)`` in that notation is ``A_hᵀ`` here (rows vs columns).
 
     ``__call__`` acts on one sequence and is the readable definition. :meth:`batched` computes the
-    same function for a whole batch with a layout chosen for XLA on a CPU (measured 1.1-2x faster
-    for a train step than ``jax.vmap`` of ``__call__``); the tests check that the two agree,
-    values and gradients.
+    same function for a whole batch with a layout chosen for XLA on a CPU (``python
+    benchmarks/throughput.py --layouts batched vmap`` prints the train-step ratio of the two); the
+    tests check that the two agree, values and gradients.
     """
 
     key_projections: Float[Array, "H K D"]
