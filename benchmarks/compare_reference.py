@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent / "tf"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from throughput import JaxRunner  # noqa: E402
+from throughput import JaxRunner, steps_for  # noqa: E402
 
 
 class TensorFlowRunner:
@@ -46,11 +46,6 @@ class TensorFlowRunner:
             loss = self.step(self.images, self.labels)
         float(loss)  # waits for the last step
         return time.perf_counter() - start
-
-
-def steps_for(runner, seconds: float) -> int:
-    """How many steps fill about ``seconds``, from one timed probe step."""
-    return max(2, int(seconds / max(runner.run(1), 1e-3)))
 
 
 def main() -> None:

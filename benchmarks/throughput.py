@@ -53,6 +53,11 @@ class JaxRunner:
         return time.perf_counter() - start
 
 
+def steps_for(runner, seconds: float) -> int:
+    """How many steps fill about ``seconds``, from one timed probe step."""
+    return max(2, int(seconds / max(runner.run(1), 1e-3)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="reference")
@@ -70,7 +75,7 @@ def main() -> None:
             f"{layout}/{micro or batch_size}": JaxRunner(args.config, batch_size, layout=layout, micro_batch_size=micro or None)
             for layout in args.layouts for micro in args.micro_batch_sizes if not micro or micro <= batch_size
         }
-        steps = {k: max(2, int(args.seconds / r.run(1))) for k, r in runners.items()}
+        steps = {k: steps_for(r, args.seconds) for k, r in runners.items()}
         rates = {k: [] for k in runners}
         for _ in range(args.rounds):
             for k, r in runners.items():

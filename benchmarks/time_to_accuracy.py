@@ -61,7 +61,8 @@ def main() -> None:
         start = time.perf_counter()
         for images, labels in iterate_batches(train_images, train_labels, train_config.batch_size,
                                               seed=train_config.seed, epoch=epoch):
-            model, opt_state, loss, _ = train_step(model, opt_state, images, labels, optimizer)
+            model, opt_state, loss, _ = train_step(
+                model, opt_state, images, labels, optimizer, train_config.micro_batch_size)
             step += 1
             if step % args.eval_every == 0 or step == steps_per_epoch * train_config.epochs:
                 jax.block_until_ready(loss)
