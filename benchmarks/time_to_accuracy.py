@@ -60,7 +60,8 @@ def main() -> None:
     for epoch in range(train_config.epochs):
         start = time.perf_counter()
         for images, labels in iterate_batches(train_images, train_labels, train_config.batch_size,
-                                              seed=train_config.seed, epoch=epoch):
+                                              seed=train_config.seed, epoch=epoch,
+                                              max_shift=train_config.max_shift):
             model, opt_state, loss, _ = train_step(
                 model, opt_state, images, labels, optimizer, train_config.micro_batch_size)
             step += 1
@@ -83,7 +84,7 @@ def main() -> None:
 
 
 # The recipe the book's last chapter trains with.
-DEFAULT_TRAIN = TrainConfig(epochs=8, batch_size=64, learning_rate=2e-3, weight_decay=0.05, warmup_steps=300)
+DEFAULT_TRAIN = TrainConfig(epochs=10, batch_size=64, learning_rate=2e-3, weight_decay=0.05, warmup_steps=300, max_shift=2)
 
 if __name__ == "__main__":
     main()

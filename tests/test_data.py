@@ -27,6 +27,7 @@ from transformer_intro.data import (
     load_mnist,
     normalise_images,
     num_batches,
+    random_shift,
     read_idx_images,
     read_idx_labels,
 )
@@ -541,3 +542,62 @@ def test_iterate_batches_rejects_bad_input() -> None:
         list(iterate_batches(images, labels[:-1], 2, seed=0))
     with pytest.raises(ValueError, match="batch_size"):
         list(iterate_batches(images, labels, 0, seed=0))
+
+
+def _shift_by(image: np.ndarray, dy: int, dx: int) -> np.ndarray:
+    # Independent reference: move content by (dy, dx) with np.roll, then blank what wrapped round.
+    out = np.roll(image, (dy, dx), axis=(0, 1))
+    if dy > 0:
+        out[:dy] = 0
+    elif dy < 0:
+        out[dy:] = 0
+    if dx > 0:
+        out[:, :dx] = 0
+    elif dx < 0:
+        out[:, dx:] = 0
+    return out
+
+
+def test_random_shift_is_a_translation_within_range() -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(1, 256, (200, 9, 11), dtype=np.uint8)  # no zeros, so every shift is visible
+    shifted = random_shift(images, 2, np.random.default_rng(1))
+    assert shifted.shape == images.shape and shifted.dtype == images.dtype
+    offsets = []
+    for original, moved in zip(images, shifted):
+        matches = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
+                   if np.array_equal(_shift_by(original, dy, dx), moved)]
+        assert len(matches) == 1, "each output must be exactly one translate of its input"
+        offsets.append(matches[0])
+    # All 25 offsets occur, roughly uniformly (200 draws: expect 8 each).
+    counts = np.array([offsets.count((dy, dx)) for dy in range(-2, 3) for dx in range(-2, 3)])
+    assert counts.min() >= 1 and counts.max() <= 20
+
+
+def test_random_shift_zero_and_bad_arguments() -> None:
+    images = np.arange(2 * 5 * 5, dtype=np.uint8).reshape(2, 5, 5)
+    np.testing.assert_array_equal(random_shift(images, 0, np.random.default_rng(0)), images)
+    with pytest.raises(ValueError, match="non-negative"):
+        random_shift(images, -1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="too large"):
+        random_shift(images, 3, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"\(N, H, W\)"):
+        random_shift(images[0], 1, np.random.default_rng(0))
+
+
+def test_iterate_batches_shift_keeps_order_and_is_reproducible() -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(1, 256, (40, 6, 6), dtype=np.uint8)
+    labels = np.arange(40, dtype=np.int32)
+
+    def epoch(seed: int, max_shift: int):
+        return list(iterate_batches(images, labels, 8, seed=seed, epoch=2, max_shift=max_shift))
+
+    plain, shifted, again = epoch(5, 0), epoch(5, 2), epoch(5, 2)
+    for (p_img, p_lab), (s_img, s_lab), (a_img, _) in zip(plain, shifted, again):
+        np.testing.assert_array_equal(p_lab, s_lab)  # augmentation does not change the order
+        np.testing.assert_array_equal(s_img, a_img)  # and is the same every time for (seed, epoch)
+        np.testing.assert_array_equal(p_img, images[p_lab])
+    assert any(not np.array_equal(p, s) for (p, _), (s, _) in zip(plain, shifted))
+    other = epoch(6, 2)
+    assert any(not np.array_equal(s, o) for (s, _), (o, _) in zip(shifted, other))

@@ -103,7 +103,8 @@ def test_loss_falls_and_model_learns_on_a_small_subset():
 
 def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
     images, labels = toy_digits(256, seed=1)
-    config = TrainConfig(epochs=3, batch_size=64, learning_rate=2e-3, warmup_steps=2)
+    # With augmentation on, so resuming must also replay each epoch's random shifts.
+    config = TrainConfig(epochs=3, batch_size=64, learning_rate=2e-3, warmup_steps=2, max_shift=2)
     init = VisionTransformer(TINY, key=jax.random.PRNGKey(8))
     straight, history = fit(init, (images, labels), None, config, progress=False)
     again, _ = fit(init, (images, labels), None, config, progress=False)

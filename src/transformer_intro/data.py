@@ -67,6 +67,7 @@ __all__ = [
     "read_idx_labels",
     "normalise_images",
     "num_batches",
+    "random_shift",
     "iterate_batches",
 ]
 
@@ -502,6 +503,31 @@ def num_batches(n: int, batch_size: int, drop_last: bool) -> int:
     return n // batch_size if drop_last else -(-n // batch_size)
 
 
+def random_shift(images: np.ndarray, max_shift: int, rng: np.random.Generator) -> np.ndarray:
+    """Translate each (H, W) image by its own random whole-pixel offset in ``[-max_shift, max_shift]``
+    along each axis, filling the uncovered border with zeros (the background of MNIST).
+
+    A patch-based model has no built-in translation invariance: a digit moved by two pixels falls on
+    the patch grid differently and meets different position embeddings. Showing it shifted copies
+    teaches what a convolution would have known.
+    """
+    if max_shift < 0:
+        raise ValueError(f"max_shift must be non-negative, got {max_shift}.")
+    if images.ndim != 3:
+        raise ValueError(f"expected images of shape (N, H, W), got {images.shape}.")
+    n, height, width = images.shape
+    if max_shift == 0:
+        return images
+    if 2 * max_shift >= min(height, width):
+        raise ValueError(f"max_shift {max_shift} is too large for {height}x{width} images.")
+    padded = np.pad(images, ((0, 0), (max_shift, max_shift), (max_shift, max_shift)))
+    # windows[i, a, b] is the (H, W) crop whose top-left corner is at (a, b) of the padded image i.
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (height, width), axis=(1, 2))
+    rows = rng.integers(0, 2 * max_shift + 1, n)
+    cols = rng.integers(0, 2 * max_shift + 1, n)
+    return np.ascontiguousarray(windows[np.arange(n), rows, cols])
+
+
 def iterate_batches(
     images: np.ndarray,
     labels: np.ndarray,
@@ -511,6 +537,7 @@ def iterate_batches(
     epoch: int = 0,
     shuffle: bool = True,
     drop_last: bool = True,
+    max_shift: int = 0,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield ``(images_batch, labels_batch)`` for one epoch.
 
@@ -518,13 +545,19 @@ def iterate_batches(
     epoch))``: the same ``seed`` and ``epoch`` always give the same order, and
     each epoch gets a fresh one. With ``drop_last=True`` the final incomplete
     batch is skipped, so every batch has exactly ``batch_size`` examples
-    (fixed shapes avoid recompiling jitted JAX functions).
+    (fixed shapes avoid recompiling jitted JAX functions). With ``max_shift``
+    each batch's images are moved by `random_shift`, with offsets drawn from
+    ``(seed, epoch)`` too, so an epoch is reproducible to the pixel.
     """
     n = len(images)
     if len(labels) != n:
         raise ValueError(f"images and labels differ in length: {n} vs {len(labels)}.")
     count = num_batches(n, batch_size, drop_last)
     order = np.random.default_rng((seed, epoch)).permutation(n) if shuffle else np.arange(n)
+    shifts = np.random.default_rng((seed, epoch, _SHIFT_STREAM))
     for b in range(count):
         idx = order[b * batch_size : (b + 1) * batch_size]
-        yield images[idx], labels[idx]
+        yield random_shift(images[idx], max_shift, shifts), labels[idx]
+
+
+_SHIFT_STREAM = 1  # a third seed word keeps the shifts independent of the shuffling order

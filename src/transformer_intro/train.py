@@ -35,6 +35,7 @@ class TrainConfig:
     warmup_steps: int = 0
     schedule: str = "cosine"  # "cosine" (warm-up then cosine decay to zero) or "constant"
     clip_norm: float | None = None
+    max_shift: int = 0  # augmentation: move each training image by up to this many pixels (data.random_shift)
     seed: int = 0
     eval_batch_size: int = 1000
 
@@ -242,7 +243,8 @@ def fit(
     for epoch in range(first_epoch, last_epoch):
         start = time.perf_counter()
         losses, accuracies = [], []
-        for batch_images, batch_labels in iterate_batches(images, labels, config.batch_size, seed=config.seed, epoch=epoch):
+        for batch_images, batch_labels in iterate_batches(images, labels, config.batch_size, seed=config.seed, epoch=epoch,
+                                                           max_shift=config.max_shift):
             model, opt_state, loss, accuracy = train_step(
                 model, opt_state, batch_images, batch_labels, optimizer, config.micro_batch_size)
             losses.append(loss)
