@@ -4,7 +4,7 @@
 The clock counts training only (compilation included); the whole test set is evaluated every
 ``--eval-every`` steps with the clock stopped. Prints a line per evaluation and a summary.
 
-    MNIST_DIR=../shared/data/mnist python benchmarks/time_to_accuracy.py [--config default] [--epochs 8]
+    MNIST_DIR=../shared/data/mnist python benchmarks/time_to_accuracy.py [--config default] [--eval-every 100]
     ... --set dim=96 num_blocks=4   # override ViTConfig fields
     ... --train learning_rate=3e-3 batch_size=128   # override TrainConfig fields
 """
