@@ -503,6 +503,9 @@ def num_batches(n: int, batch_size: int, drop_last: bool) -> int:
     return n // batch_size if drop_last else -(-n // batch_size)
 
 
+_SHIFT_STREAM = 1  # a third seed word keeps the shifts independent of the shuffling order
+
+
 def random_shift(images: np.ndarray, max_shift: int, rng: np.random.Generator) -> np.ndarray:
     """Translate each (H, W) image by its own random whole-pixel offset in ``[-max_shift, max_shift]``
     along each axis, filling the uncovered border with zeros (the background of MNIST).
@@ -559,5 +562,3 @@ def iterate_batches(
         idx = order[b * batch_size : (b + 1) * batch_size]
         yield random_shift(images[idx], max_shift, shifts), labels[idx]
 
-
-_SHIFT_STREAM = 1  # a third seed word keeps the shifts independent of the shuffling order

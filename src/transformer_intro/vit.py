@@ -81,7 +81,7 @@ CONFIGS: dict[str, ViTConfig] = {
     # The model the book trains on a laptop CPU: 16 tokens of 7x7 patches, four narrow heads with
     # the usual factored value maps, three blocks. Measured on 2 cores at batch 64, 3, 4, 5 and 6
     # blocks train at about 3,300, 2,300, 1,800 and 1,100 images/s, and trained on shifted digits
-    # for 10 epochs, 3 and 4 blocks both reach 98.8-98.9% test accuracy: depth buys little here.
+    # for 10 epochs, 3 and 4 blocks reach 98.9% and 99.0% test accuracy: depth buys little here.
     "default": ViTConfig(
         patch_size=7, dim=64, num_heads=4, head_dim=16, value_dim=16, num_blocks=3,
         mlp_hidden_dim=128, mlp_num_layers=1,
