@@ -561,4 +561,3 @@ def iterate_batches(
     for b in range(count):
         idx = order[b * batch_size : (b + 1) * batch_size]
         yield random_shift(images[idx], max_shift, shifts), labels[idx]
-
