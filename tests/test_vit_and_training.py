@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_intro import CONFIGS, VisionTransformer, ViTConfig, count_parameters
-from transformer_intro.train import TrainConfig, evaluate, fit, load_checkpoint, save_checkpoint
+from transformer_intro.train import History, TrainConfig, evaluate, fit, load_checkpoint, save_checkpoint
 
 TINY = ViTConfig(patch_size=7, dim=16, num_heads=2, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=32)
 
@@ -119,6 +119,36 @@ def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
     assert resumed_history.train_loss == pytest.approx(history.train_loss, rel=1e-5)
     for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
         assert_close(a, b, 1e-6)
+
+
+def test_eval_every_follows_the_accuracy_within_epochs_without_changing_training():
+    images, labels = toy_digits(320, seed=3)
+    test = toy_digits(100, seed=4)
+    config = TrainConfig(epochs=2, batch_size=32, learning_rate=3e-3, warmup_steps=2)  # 10 steps per epoch
+    init = VisionTransformer(TINY, key=jax.random.PRNGKey(11))
+    plain, plain_history = fit(init, (images, labels), test, config, progress=False)
+    traced, history = fit(init, (images, labels), test, config, eval_every=4, progress=False)
+    # Every 4th step, plus each epoch's end (steps 10 and 20); the epoch-end figures are the per-epoch ones.
+    assert history.eval_step == [4, 8, 10, 12, 16, 20]
+    assert [history.eval_accuracy[2], history.eval_accuracy[5]] == history.test_accuracy
+    assert history.eval_seconds == sorted(history.eval_seconds) and history.eval_seconds[-1] == history.train_seconds[-1]
+    assert plain_history.eval_step == []
+    # Evaluating along the way must not change what is learned.
+    for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(traced)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="eval_every"):
+        fit(init, (images, labels), None, config, eval_every=4, progress=False)
+
+
+def test_first_reached_and_held_from_read_the_evaluations():
+    history = History(eval_step=[100, 200, 300, 400, 500], eval_seconds=[1.0, 2.0, 3.0, 4.0, 5.0],
+                      eval_accuracy=[0.90, 0.96, 0.95, 0.97, 0.98])
+    assert history.first_reached(0.957) == (200, 2.0)
+    assert history.held_from(0.957) == (400, 4.0)  # it dipped below at step 300
+    assert history.first_reached(0.98) == history.held_from(0.98) == (500, 5.0)
+    assert history.first_reached(0.99) is None and history.held_from(0.99) is None
+    with pytest.raises(ValueError, match="eval_every"):
+        History().first_reached(0.5)
 
 
 def test_checkpoint_round_trip_and_missing_file(tmp_path):
