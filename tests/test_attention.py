@@ -176,6 +176,32 @@ def test_batched_path_equals_vmapped_definition(options, masked):
         assert_close(a, b, 1e-4)
 
 
+@pytest.mark.parametrize("options", [dict(), dict(value_dim=None, combine_heads="mean", qk_activation=jax.nn.gelu), dict(rotary=True)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_batched_num_outputs_is_the_first_outputs_of_the_full_layer(options, masked):
+    layer = MultiHeadSelfAttention(D, H, key=jax.random.PRNGKey(17), **options)
+    xs = jax.random.normal(jax.random.PRNGKey(18), (3, N, D))
+    mask = causal_mask(N) if masked else None
+    full = lambda m: m.batched(xs, mask)[:, :2]
+    first = lambda m: m.batched(xs, mask, num_outputs=2)
+    assert first(layer).shape == (3, 2, D)
+    assert_close(first(layer), full(layer))
+    # The other tokens still matter, as keys and values: their gradients must come out the same.
+    loss = lambda m, f: (f(m) ** 2).sum()
+    for a, b in zip(jax.tree_util.tree_leaves(eqx.filter_grad(loss)(layer, first)),
+                    jax.tree_util.tree_leaves(eqx.filter_grad(loss)(layer, full))):
+        assert_close(a, b, 1e-4)
+    grad_x = jax.grad(lambda x: (layer.batched(x, mask, num_outputs=2) ** 2).sum())(xs)
+    assert_close(grad_x, jax.grad(lambda x: (layer.batched(x, mask)[:, :2] ** 2).sum())(xs), 1e-4)
+
+
+@pytest.mark.parametrize("num_outputs", [0, N + 1])
+def test_batched_num_outputs_out_of_range_raises(num_outputs):
+    layer = MultiHeadSelfAttention(D, H, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=f"num_outputs must be between 1 and the number of tokens {N}"):
+        layer.batched(jnp.ones((2, N, D)), num_outputs=num_outputs)
+
+
 def test_mhsa_is_permutation_equivariant(x):
     layer = MultiHeadSelfAttention(D, H, key=jax.random.PRNGKey(13))
     perm = jax.random.permutation(jax.random.PRNGKey(14), N)

@@ -121,6 +121,13 @@ def test_block_batched_equals_vmapped(residual):
     assert_close(block.batched(xs), jax.vmap(block)(xs), 1e-4)
 
 
+@pytest.mark.parametrize("residual", ["input", "normalised"])
+def test_block_batched_num_outputs_is_the_first_tokens_of_the_full_block(residual):
+    block = TransformerBlock(D, 2, 16, value_dim=4, residual=residual, key=jax.random.PRNGKey(7))
+    xs = jax.random.normal(jax.random.PRNGKey(8), (3, N, D))
+    assert_close(block.batched(xs, num_outputs=1), jax.vmap(block)(xs)[:, :1], 1e-4)
+
+
 def test_block_rejects_unknown_residual():
     with pytest.raises(ValueError, match="residual"):
         TransformerBlock(D, 2, 16, residual="output", key=jax.random.PRNGKey(0))

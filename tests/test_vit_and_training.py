@@ -47,6 +47,12 @@ def test_batched_forward_equals_vmapped_definition(name):
     images = jax.random.normal(jax.random.PRNGKey(2), (2, 1, 28, 28))
     fast = eqx.filter_jit(lambda m, x: m.batched(x))(model, images)
     assert_close(fast, eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(model, images), 1e-4)
+    # Training differentiates the fast path, whose last block computes the class token only.
+    loss = lambda m, f: (f(m, images) ** 2).sum()
+    g_fast = eqx.filter_jit(eqx.filter_grad(loss))(model, lambda m, x: m.batched(x))
+    g_ref = eqx.filter_jit(eqx.filter_grad(loss))(model, lambda m, x: jax.vmap(m)(x))
+    for a, b in zip(jax.tree_util.tree_leaves(g_fast), jax.tree_util.tree_leaves(g_ref)):
+        assert_close(a, b, 1e-3)
 
 
 def test_intermediates_expose_attention_of_every_block_and_head():
@@ -74,6 +80,8 @@ def test_configuration_errors_name_the_problem():
         ViTConfig(patch_size=5)
     with pytest.raises(ValueError, match="dim=66 is not divisible by num_heads=4"):
         ViTConfig(dim=66, num_heads=4)
+    with pytest.raises(ValueError, match="at least one block"):
+        ViTConfig(num_blocks=0)
     with pytest.raises(ValueError, match="unknown configuration"):
         VisionTransformer("huge", key=jax.random.PRNGKey(0))
     model = VisionTransformer(TINY, key=jax.random.PRNGKey(0))

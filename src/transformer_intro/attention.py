@@ -278,7 +278,9 @@ class MultiHeadSelfAttention(eqx.Module):
 
     # -- the fast batched path -------------------------------------------------------------------
 
-    def batched(self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "B N D"]:
+    def batched(
+        self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None, *, num_outputs: int | None = None
+    ) -> Float[Array, "B Q D"]:
         """The same as ``jax.vmap(self)(x)``, laid out for speed on a CPU.
 
         The batch axis stays leading throughout: for each head, one matrix product on the
@@ -286,29 +288,42 @@ class MultiHeadSelfAttention(eqx.Module):
         products are batched over examples only. Stacking the heads into one wide product looks
         cheaper but forces XLA to copy every (B, N, H, K) array into (B, H, N, K) order and back,
         forward and backward, which measured twice as slow for the reference model.
+
+        ``num_outputs=Q`` computes only the first Q output tokens, ``jax.vmap(self)(x)[:, :Q]``:
+        every token still offers its key and value, but only the first Q ask a query. A ViT's last
+        block needs nothing but the class token's output, and this skips the rest of its work.
         """
         if x.ndim != 3 or x.shape[2] != self.token_dim:
             raise ValueError(f"expected a batch of shape (B, N, {self.token_dim}), got {x.shape}")
         b, n, d = x.shape
+        q = n if num_outputs is None else num_outputs
+        if not 1 <= q <= n:
+            raise ValueError(f"num_outputs must be between 1 and the number of tokens {n}, got {num_outputs}")
         k = self.head_dim
+        dv = self.value_projections.shape[1]
+        every_token_asks = q == n
         tokens = x.reshape(b * n, d)
-        positions = jnp.arange(n)
-        total = jnp.zeros_like(x)
+        total = jnp.zeros((b, q, d), x.dtype)
         for h in range(self.num_heads):
-            stacked = jnp.concatenate(
-                [self.key_projections[h], self.query_projections[h], self.value_projections[h]], axis=0
-            )  # (2K + Dv, D)
-            projected = (tokens @ stacked.T).reshape(b, n, -1)
+            # When every token asks a query, one wider product is faster than two.
+            rows = [self.key_projections[h], self.value_projections[h]]
+            if every_token_asks:
+                rows.append(self.query_projections[h])
+            projected = (tokens @ jnp.concatenate(rows, axis=0).T).reshape(b, n, -1)
             keys = self.qk_activation(projected[..., :k])
-            queries = self.qk_activation(projected[..., k : 2 * k])
-            values = projected[..., 2 * k :]
+            values = projected[..., k : k + dv]
+            if every_token_asks:
+                queries = projected[..., k + dv :]
+            else:
+                queries = x[:, :q] @ self.query_projections[h].T
+            queries = self.qk_activation(queries)
             if self.rotary:
-                keys, queries = rotate_pairs(keys, positions), rotate_pairs(queries, positions)
+                keys, queries = rotate_pairs(keys, jnp.arange(n)), rotate_pairs(queries, jnp.arange(q))
             logits = jnp.einsum("bjk,bik->bji", queries, keys)  # logits[b, n, n'] = q_n . k_n' = A_h[n', n] before softmax
             if self.scaled:
                 logits = logits / math.sqrt(k)
             if mask is not None:
-                logits = jnp.where(mask.T, logits, -jnp.inf)
+                logits = jnp.where(mask[:, :q].T, logits, -jnp.inf)
             weights = jax.nn.softmax(logits, axis=-1)
             head = jnp.einsum("bji,biv->bjv", weights, values)
             if self.output_projections is not None:

@@ -65,8 +65,15 @@ class TransformerBlock(eqx.Module):
         y = (x if self.residual == "input" else x_bar) + self.attention(x_bar, mask)
         return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y))
 
-    def batched(self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "B N D"]:
-        """``jax.vmap(self)(x)`` through the attention's and the MLP's fast batched paths."""
+    def batched(
+        self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None, *, num_outputs: int | None = None
+    ) -> Float[Array, "B Q D"]:
+        """``jax.vmap(self)(x)`` through the attention's and the MLP's fast batched paths.
+
+        ``num_outputs=Q`` returns only the first Q output tokens, and does only their work: the
+        MLP and LayerNorms act token by token, so the other tokens matter only as keys and values.
+        """
         x_bar = self.attention_norm(x)
-        y = (x if self.residual == "input" else x_bar) + self.attention.batched(x_bar, mask)
+        attended = self.attention.batched(x_bar, mask, num_outputs=num_outputs)
+        y = (x if self.residual == "input" else x_bar)[:, : attended.shape[1]] + attended
         return y + self.mlp.batched(self.mlp_norm(y))

@@ -51,6 +51,10 @@ class ViTConfig:
                 f"model width dim={self.dim} is not divisible by num_heads={self.num_heads}; "
                 "change one of them or set head_dim"
             )
+        if self.num_blocks < 1:
+            raise ValueError(
+                f"a ViT needs at least one block for the class token to read the patches, got num_blocks={self.num_blocks}"
+            )
         if self.qk_activation not in ACTIVATIONS:
             raise ValueError(f"qk_activation must be one of {sorted(ACTIVATIONS)}, got {self.qk_activation!r}")
 
@@ -80,8 +84,8 @@ CONFIGS: dict[str, ViTConfig] = {
     ),
     # The model the book trains on a laptop CPU: 16 tokens of 7x7 patches, four narrow heads with
     # the usual factored value maps, three blocks. Measured on 2 cores at batch 64, 3, 4, 5 and 6
-    # blocks train at about 3,300, 2,300, 1,800 and 1,100 images/s, and trained on shifted digits
-    # for 10 epochs, 3 and 4 blocks reach 98.9% and 99.0% test accuracy: depth buys little here.
+    # blocks train at about 6,000, 3,800, 2,950 and 2,250 images/s, and trained on shifted digits
+    # for 10 epochs, 3 and 4 blocks reach 98.97% and 98.96% test accuracy: depth buys nothing here.
     "default": ViTConfig(
         patch_size=7, dim=64, num_heads=4, head_dim=16, value_dim=16, num_blocks=3,
         mlp_hidden_dim=128, mlp_num_layers=1,
@@ -183,9 +187,10 @@ class VisionTransformer(eqx.Module):
         patches = self.tokeniser.batched(images) + self.position_embedding.table()
         class_tokens = jnp.broadcast_to(self.class_token, (images.shape[0], 1, self.config.dim))
         x = jnp.concatenate([class_tokens, patches], axis=1)
-        for block in self.blocks:
+        for block in self.blocks[:-1]:
             x = block.batched(x)
-        cls = x[:, 0]
+        # Only the class token's final state is read, so the last block computes nothing else.
+        cls = self.blocks[-1].batched(x, num_outputs=1)[:, 0]
         if self.final_norm is not None:
             cls = self.final_norm(cls)
         return self.head.batched(cls)
