@@ -4,7 +4,9 @@ architecture, same batch sizes, in one process.
 
 Each round times a fixed number of train steps (forward + backward + update, after compilation)
 of every contender in turn, so that load from other processes hits all of them alike; the
-medians over rounds and their ratios are printed. Run it with `make bench` (TensorFlow lives in
+medians over rounds and their ratios are printed. The same rounds also time matrix products
+(benchmarks/matmul_peak.py), so that every rate can be set beside what the machine can do at all:
+both implementations do the same arithmetic, which XLA counts for the JAX step. Run it with `make bench` (TensorFlow lives in
 its own environment, .venv-bench, never in requirements.txt).
 
     python benchmarks/compare_reference.py [--batch-sizes 16 128] [--rounds 5] [--seconds 6] [--xla]
@@ -24,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent / "tf"))
 sys.path.insert(0, str(Path(__file__).parent))
 
+from matmul_peak import best_rate, peak_table, print_peak_table, train_step_flops_per_image  # noqa: E402
 from throughput import JaxRunner, steps_for  # noqa: E402
 
 
@@ -69,15 +72,25 @@ def main() -> None:
                 "reference", batch_size, micro_batch_size=args.jax_micro_batch)
         steps = {name: steps_for(r, args.seconds) for name, r in contenders.items()}
         rates = {name: [] for name in contenders}
+        products = []
         for _ in range(args.rounds):
             for name, runner in contenders.items():
                 rates[name].append(steps[name] * batch_size / runner.run(steps[name]))
+            products.append(peak_table(batch_size, rounds=1))
+        products = {case: float(np.median([p[case] for p in products])) for case in products[0]}
+        flops = train_step_flops_per_image("reference", batch_size)
         baseline = np.median(rates["tensorflow"])
-        print(f"\nbatch size {batch_size} ({args.rounds} interleaved rounds, median images/s)")
+        print(f"\nbatch size {batch_size} ({args.rounds} interleaved rounds, median images/s; "
+              f"{flops / 1e9:.2f} GFLOP per image)")
         for name, values in rates.items():
             median = np.median(values)
             print(f"  {name:26s} {median:8.1f} images/s   ratio to tensorflow {median / baseline:5.2f}x"
-                  f"   (range {min(values):.1f}-{max(values):.1f})")
+                  f"   (range {min(values):.1f}-{max(values):.1f})   {median * flops / 1e9:5.0f} GFLOP/s")
+        print_peak_table(products, batch_size)
+        peak = best_rate(products, "float32")
+        needed = 2 * baseline * flops / 1e9
+        print(f"  twice tensorflow, {2 * baseline:.0f} images/s, needs {needed:.0f} GFLOP/s sustained: "
+              f"{needed / peak:.0%} of the best float32 product rate above ({peak:.0f} GFLOP/s)")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def main() -> None:
     for step, seconds, accuracy in zip(history.eval_step, history.eval_seconds, history.eval_accuracy):
         print(f"step {step:6d}  epoch {step / steps_per_epoch:5.2f}  train {seconds:7.1f} s  test accuracy {accuracy:.4f}")
     total_seconds = history.train_seconds[-1]
-    print(f"images/s (training): {steps_per_epoch * train_config.epochs * train_config.batch_size / total_seconds:.0f}")
+    print(f"images/s (training): {history.images_per_second:.0f}")
     for target in TARGETS:
         first, held = history.first_reached(target), history.held_from(target)
         when = "not reached" if first is None else (

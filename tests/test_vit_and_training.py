@@ -124,6 +124,8 @@ def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
     assert partial.epoch == [1]
     resumed, resumed_history = fit(init, (images, labels), None, config, checkpoint_path=path, resume=True, progress=False)
     assert resumed_history.epoch == [1, 2, 3]
+    assert resumed_history.train_images == [256, 512, 768]  # 4 steps of 64 per epoch
+    assert resumed_history.images_per_second == 768 / resumed_history.train_seconds[-1]
     assert resumed_history.train_loss == pytest.approx(history.train_loss, rel=1e-5)
     for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
         assert_close(a, b, 1e-6)
@@ -157,6 +159,8 @@ def test_first_reached_and_held_from_read_the_evaluations():
     assert history.first_reached(0.99) is None and history.held_from(0.99) is None
     with pytest.raises(ValueError, match="eval_every"):
         History().first_reached(0.5)
+    with pytest.raises(ValueError, match="no epoch"):
+        History().images_per_second
 
 
 def test_checkpoint_round_trip_and_missing_file(tmp_path):

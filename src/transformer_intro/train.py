@@ -197,7 +197,8 @@ def load_checkpoint(path: str | os.PathLike, opt_state_like=None):
 @dataclasses.dataclass
 class History:
     """Per-epoch figures: mean train loss and accuracy over the epoch's batches, test loss and
-    accuracy on the whole test split, and cumulative training seconds (evaluation excluded).
+    accuracy on the whole test split, and cumulative training images and seconds (evaluation
+    excluded).
 
     With ``fit(..., eval_every=n)`` the ``eval_*`` lists also follow the test accuracy within
     epochs: one entry every n steps and one at the end of every epoch, with the step count and the
@@ -210,6 +211,7 @@ class History:
     test_loss: list[float] = dataclasses.field(default_factory=list)
     test_accuracy: list[float] = dataclasses.field(default_factory=list)
     train_seconds: list[float] = dataclasses.field(default_factory=list)
+    train_images: list[int] = dataclasses.field(default_factory=list)
     eval_step: list[int] = dataclasses.field(default_factory=list)
     eval_seconds: list[float] = dataclasses.field(default_factory=list)
     eval_accuracy: list[float] = dataclasses.field(default_factory=list)
@@ -220,6 +222,13 @@ class History:
 
     def as_dict(self) -> dict[str, list]:
         return dataclasses.asdict(self)
+
+    @property
+    def images_per_second(self) -> float:
+        """Training throughput over the whole run so far, compilation included."""
+        if not self.train_images:
+            raise ValueError("no epoch of training has been recorded")
+        return self.train_images[-1] / self.train_seconds[-1]
 
     def first_reached(self, accuracy: float) -> tuple[int, float] | None:
         """``(step, training seconds)`` of the first evaluation at or above ``accuracy``, or None."""
@@ -301,7 +310,8 @@ def fit(
         train_loss = float(jnp.mean(jnp.stack(losses)))
         train_accuracy = float(jnp.mean(jnp.stack(accuracies)))
         elapsed += time.perf_counter() - start
-        row = {"epoch": epoch + 1, "train_loss": train_loss, "train_accuracy": train_accuracy, "train_seconds": elapsed}
+        row = {"epoch": epoch + 1, "train_loss": train_loss, "train_accuracy": train_accuracy, "train_seconds": elapsed,
+               "train_images": (epoch + 1) * steps_per_epoch * config.batch_size}
         if test_data is not None:
             result = evaluate(model, *test_data, batch_size=config.eval_batch_size)
             row.update(test_loss=result["loss"], test_accuracy=result["accuracy"])
