@@ -6,8 +6,8 @@ Each round times a fixed number of train steps (forward + backward + update, aft
 of every contender in turn, so that load from other processes hits all of them alike; the
 medians over rounds and their ratios are printed. The same rounds also time matrix products
 (benchmarks/matmul_peak.py), so that every rate can be set beside what the machine can do at all:
-both implementations do the same arithmetic, which XLA counts for the JAX step. Run it with `make bench` (TensorFlow lives in
-its own environment, .venv-bench, never in requirements.txt).
+both implementations do the same arithmetic, which XLA counts for the JAX step. Run it with
+`make bench` (TensorFlow lives in its own environment, .venv-bench, never in requirements.txt).
 
     python benchmarks/compare_reference.py [--batch-sizes 16 128] [--rounds 5] [--seconds 6] [--xla]
 """

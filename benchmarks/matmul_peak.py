@@ -22,6 +22,7 @@ import numpy as np
 
 from transformer_intro import VisionTransformer
 from transformer_intro.train import batch_gradients
+from transformer_intro.vit import get_config
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -76,12 +77,15 @@ def train_step_flops_per_image(config: str, batch_size: int) -> float:
 
 def peak_table(batch_size: int, rounds: int) -> dict[tuple[str, str], float]:
     """Median GFLOP/s over interleaved rounds for every (case, dtype)."""
-    tokens = batch_size * 50  # the reference model: 49 patches and a class token
+    config = get_config("reference")
+    tokens = batch_size * (config.num_patches + 1)
+    # One head's keys, values and queries come from one product (MultiHeadSelfAttention.batched).
+    width, projected = config.dim, 2 * config.head_dim + config.dim
     cases = {
         "2048 x 2048 x 2048": ("x @ w", 2048, 2048, 2048),
-        "projection, forward (x @ w)": ("x @ w", tokens, 128, 384),
-        "projection, input gradient (g @ w.T)": ("g @ w.T", tokens, 384, 128),
-        "projection, weight gradient (x.T @ g)": ("x.T @ g", 128, tokens, 384),
+        "projection, forward (x @ w)": ("x @ w", tokens, width, projected),
+        "projection, input gradient (g @ w.T)": ("g @ w.T", tokens, projected, width),
+        "projection, weight gradient (x.T @ g)": ("x.T @ g", width, tokens, projected),
     }
     rates = {(case, dtype): [] for case in cases for dtype in DTYPES}
     for _ in range(rounds):
