@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from transformer_intro import (
-    MultiHeadSelfAttention, SelfAttention, SharedProjectionAttention, attend, attention_weights, causal_mask,
-    dot_product_attention_weights, from_equinox, padding_mask, qkv_attention, qkv_weights, to_equinox,
+    MultiHeadAttention, MultiHeadSelfAttention, SelfAttention, SharedProjectionAttention, attend,
+    attention_weights, causal_mask, dot_product_attention_weights, from_equinox, padding_mask, qkv_attention, qkv_weights, to_equinox,
 )
 
 N, D, H = 6, 8, 2
@@ -233,3 +233,60 @@ def test_wrong_input_shape_raises():
         layer(jnp.ones((N, D + 1)))
     with pytest.raises(ValueError, match="batch"):
         layer.batched(jnp.ones((N, D)))
+
+
+# -- cross-attention and per-example masks: the same module, keys and values from a second sequence
+
+
+@pytest.mark.parametrize("value_dim", [None, 3])
+def test_cross_attention_equals_equinox_with_separate_key_value_input(x, value_dim):
+    layer = MultiHeadAttention(D, H, value_dim=value_dim, key=jax.random.PRNGKey(20))
+    context = jax.random.normal(jax.random.PRNGKey(21), (N + 3, D))
+    assert layer(x, context=context).shape == (N, D)
+    assert_close(layer(x, context=context), to_equinox(layer)(x, context, context))
+    # Negative control: reading x itself is a different function.
+    assert not np.allclose(layer(x, context=context), layer(x), atol=1e-3)
+
+
+def test_cross_attention_weights_are_context_by_query_and_column_stochastic(x):
+    layer = MultiHeadAttention(D, H, key=jax.random.PRNGKey(22))
+    context = jax.random.normal(jax.random.PRNGKey(23), (N + 3, D))
+    is_real = jnp.arange(N + 3) < N + 1
+    weights = layer.attention_weights(x, padding_mask(is_real)[:, :N], context=context)
+    assert weights.shape == (H, N + 3, N)
+    assert_close(weights.sum(1), jnp.ones((H, N)))
+    assert_close(weights[:, N + 1:], jnp.zeros((H, 2, N)))
+
+
+@pytest.mark.parametrize("value_dim", [None, 3])
+def test_batched_cross_attention_with_per_example_masks_equals_vmap(value_dim):
+    layer = MultiHeadAttention(D, H, value_dim=value_dim, key=jax.random.PRNGKey(24))
+    b, m = 3, N + 2
+    x = jax.random.normal(jax.random.PRNGKey(25), (b, N, D))
+    context = jax.random.normal(jax.random.PRNGKey(26), (b, m, D))
+    lengths = jnp.array([m, 3, 1])
+    masks = jax.vmap(lambda length: jnp.broadcast_to((jnp.arange(m) < length)[:, None], (m, N)))(lengths)
+    expected = jax.vmap(lambda xi, ci, mi: layer(xi, mi, context=ci))(x, context, masks)
+    assert_close(layer.batched(x, masks, context=context), expected)
+    # Negative control: one mask for all three examples is not the same function.
+    assert not np.allclose(layer.batched(x, masks[0], context=context), expected, atol=1e-3)
+
+
+def test_batched_self_attention_with_per_example_masks_equals_vmap(x):
+    layer = MultiHeadAttention(D, H, key=jax.random.PRNGKey(27))
+    batch = jnp.stack([x, 2 * x])
+    masks = jnp.stack([causal_mask(N), padding_mask(jnp.arange(N) < 4)])
+    expected = jax.vmap(layer)(batch, masks)
+    assert_close(layer.batched(batch, masks), expected)
+
+
+def test_cross_attention_errors_name_the_problem(x):
+    layer = MultiHeadAttention(D, H, key=jax.random.PRNGKey(28))
+    with pytest.raises(ValueError, match="context must hold tokens of width"):
+        layer(x, context=jnp.zeros((4, D + 1)))
+    with pytest.raises(ValueError, match="mask must have shape"):
+        layer.batched(x[None], jnp.ones((N, N), bool), context=jnp.zeros((1, N + 1, D)))
+    rotary = MultiHeadAttention(D, H, rotary=True, key=jax.random.PRNGKey(29))
+    with pytest.raises(ValueError, match="rotary"):
+        rotary(x, context=x)
+    assert MultiHeadSelfAttention is MultiHeadAttention

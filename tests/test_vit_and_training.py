@@ -196,3 +196,28 @@ def test_micro_batched_gradient_equals_full_batch_gradient():
         assert_close(a, b, 1e-5)
     with pytest.raises(ValueError, match="micro-batch size 5 does not divide the batch size 32"):
         batch_gradients(model, images, labels, 5)
+
+
+def test_optimizer_step_takes_any_loss_and_equals_train_step():
+    from transformer_intro.train import loss_and_accuracy, make_optimizer, optimizer_step, train_step
+
+    images, labels = toy_digits(16, seed=3)
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(11))
+    optimizer = make_optimizer(TrainConfig(learning_rate=1e-2, schedule="constant"), 10)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    generic, _, loss, accuracy = optimizer_step(model, opt_state, optimizer, loss_and_accuracy, images, labels)
+    specific, _, loss_ref, _ = train_step(model, opt_state, images, labels, optimizer)
+    assert_close(loss, loss_ref)
+    for a, b in zip(jax.tree_util.tree_leaves(generic), jax.tree_util.tree_leaves(specific)):
+        assert_close(a, b)
+    # Negative control: the step moved the weights.
+    assert not np.allclose(generic.head.layers[0].weight, model.head.layers[0].weight)
+
+
+def test_checkpoint_loads_into_a_model_of_the_callers_making(tmp_path):
+    model = VisionTransformer(TINY, key=jax.random.PRNGKey(12))
+    path = save_checkpoint(tmp_path / "m.eqx", model)
+    like = VisionTransformer(TINY, key=jax.random.PRNGKey(13))
+    loaded, _, _ = load_checkpoint(path, model_like=like)
+    np.testing.assert_array_equal(np.asarray(loaded.head.layers[0].weight), np.asarray(model.head.layers[0].weight))
+    assert not np.allclose(like.head.layers[0].weight, model.head.layers[0].weight)

@@ -5,7 +5,7 @@ Every module's ``__call__`` acts on one example; batch with ``jax.vmap`` or the 
 """
 
 from .attention import (
-    MultiHeadSelfAttention, SelfAttention, SharedProjectionAttention, attend, attention_weights,
+    MultiHeadAttention, MultiHeadSelfAttention, SelfAttention, SharedProjectionAttention, attend, attention_weights,
     causal_mask, dot_product_attention_weights, from_equinox, padding_mask, qkv_attention, qkv_weights,
     to_equinox,
 )
@@ -17,7 +17,7 @@ from .tokenisers import ContinuousTokeniser, DiscreteTokeniser, PatchTokeniser, 
 from .vit import CONFIGS, ViTConfig, VisionTransformer, count_parameters, get_config
 
 __all__ = [
-    "MultiHeadSelfAttention", "SelfAttention", "SharedProjectionAttention", "attend", "attention_weights",
+    "MultiHeadAttention", "MultiHeadSelfAttention", "SelfAttention", "SharedProjectionAttention", "attend", "attention_weights",
     "causal_mask", "dot_product_attention_weights", "from_equinox", "padding_mask", "qkv_attention",
     "qkv_weights", "to_equinox", "TransformerBlock", "MLP", "LayerNorm", "PositionEmbedding", "rotate_pairs",
     "sinusoidal_embeddings", "ContinuousTokeniser", "DiscreteTokeniser", "PatchTokeniser", "patchify",

@@ -147,8 +147,15 @@ def _identity(x):
     return x
 
 
-class MultiHeadSelfAttention(eqx.Module):
-    r"""Multi-head self-attention in the text's form, ``Y = Σ_h V_h X A_h``.
+class MultiHeadAttention(eqx.Module):
+    r"""Multi-head attention in the text's form, ``Y = Σ_h V_h X A_h``.
+
+    One module serves every use in the book. By default the tokens attend to themselves
+    (self-attention); a ``mask`` restricts which inputs each output may read (causal language
+    models, padding); ``context=C`` takes keys and values from a second sequence C instead, so the
+    tokens X ask the queries and C answers them (cross-attention, ``Y = Σ_h V_h C A_h`` with
+    ``A_h[m, n] = softmax_m(k_mᵀ q_n)``, ``k_m = U_{k,h} c_m``). ``MultiHeadSelfAttention`` is the
+    same class under the name the text gives it.
 
     Head h has its own key and query projections ``U_{k,h}``, ``U_{q,h}`` (K x D) and attention
     matrix ``A_h``, and a value map ``V_h`` (D x D). Two layouts of ``V_h`` are supported:
@@ -243,8 +250,12 @@ class MultiHeadSelfAttention(eqx.Module):
             return self.value_projections
         return self.output_projections @ self.value_projections
 
-    def head_keys_queries(self, x: Float[Array, "N D"]) -> tuple[Float[Array, "H N K"], Float[Array, "H N K"]]:
-        keys = self.qk_activation(jnp.einsum("hkd,nd->hnk", self.key_projections, x))
+    def head_keys_queries(
+        self, x: Float[Array, "N D"], context: Float[Array, "M D"] | None = None
+    ) -> tuple[Float[Array, "H M K"], Float[Array, "H N K"]]:
+        """Keys from the sequence that is read (``context``, or x itself), queries from x."""
+        source = self._source(x, context)
+        keys = self.qk_activation(jnp.einsum("hkd,md->hmk", self.key_projections, source))
         queries = self.qk_activation(jnp.einsum("hkd,nd->hnk", self.query_projections, x))
         if self.rotary:
             positions = jnp.arange(x.shape[0])
@@ -252,21 +263,48 @@ class MultiHeadSelfAttention(eqx.Module):
         return keys, queries
 
     def attention_weights(
-        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
-    ) -> Float[Array, "H N N"]:
+        self,
+        x: Float[Array, "N D"],
+        mask: Bool[Array, "M N"] | None = None,
+        *,
+        context: Float[Array, "M D"] | None = None,
+    ) -> Float[Array, "H M N"]:
         """``A_h`` for every head; each column of each ``A_h`` sums to one."""
-        keys, queries = self.head_keys_queries(x)
+        keys, queries = self.head_keys_queries(x, context)
         per_head = lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=mask)
         return jax.vmap(per_head)(keys, queries)
 
-    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+    def __call__(
+        self,
+        x: Float[Array, "N D"],
+        mask: Bool[Array, "M N"] | None = None,
+        *,
+        context: Float[Array, "M D"] | None = None,
+    ) -> Float[Array, "N D"]:
+        """Self-attention on x, or, with ``context``, x's queries reading the context's tokens.
+
+        ``mask[m, n] = False`` forbids output n from reading input m (M = N without a context).
+        """
         if x.ndim != 2 or x.shape[1] != self.token_dim:
             raise ValueError(f"expected one sequence of shape (N, {self.token_dim}), got {x.shape}")
-        weights = self.attention_weights(x, mask)  # (H, N, N)
+        source = self._source(x, context)
+        weights = self.attention_weights(x, mask, context=context)  # (H, M, N)
         values = self.value_maps()  # (H, D, D)
         # Maths: Y = Σ_h V_h X A_h. With tokens as rows: Yᵀ = Σ_h A_hᵀ Xᵀ V_hᵀ.
-        per_head = jax.vmap(lambda v, a: attend(x @ v.T, a))(values, weights)
+        per_head = jax.vmap(lambda v, a: attend(source @ v.T, a))(values, weights)
         return per_head.sum(0) if self.combine_heads == "sum" else per_head.mean(0)
+
+    def _source(self, x: Array, context: Array | None) -> Array:
+        """The tokens that offer keys and values: x itself, or the context of cross-attention."""
+        if context is None:
+            return x
+        if context.ndim != x.ndim or context.shape[-1] != self.token_dim:
+            raise ValueError(
+                f"context must hold tokens of width {self.token_dim} in the layout of x {x.shape}, got {context.shape}"
+            )
+        if self.rotary:
+            raise ValueError("rotary positions compare positions within one sequence; use them in self-attention only")
+        return context
 
     @property
     def token_dim(self) -> int:
@@ -279,9 +317,17 @@ class MultiHeadSelfAttention(eqx.Module):
     # -- the fast batched path -------------------------------------------------------------------
 
     def batched(
-        self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None, *, num_outputs: int | None = None
+        self,
+        x: Float[Array, "B N D"],
+        mask: Bool[Array, "M N"] | Bool[Array, "B M N"] | None = None,
+        *,
+        context: Float[Array, "B M D"] | None = None,
+        num_outputs: int | None = None,
     ) -> Float[Array, "B Q D"]:
         """The same as ``jax.vmap(self)(x)``, laid out for speed on a CPU.
+
+        ``mask`` is one (M, N) mask for the whole batch or one per example, (B, M, N), as
+        padding needs; ``context`` (B, M, D) makes it cross-attention, as in ``__call__``.
 
         The batch axis stays leading throughout: for each head, one matrix product on the
         flattened batch gives its keys, queries and values side by side, and the attention
@@ -295,24 +341,30 @@ class MultiHeadSelfAttention(eqx.Module):
         """
         if x.ndim != 3 or x.shape[2] != self.token_dim:
             raise ValueError(f"expected a batch of shape (B, N, {self.token_dim}), got {x.shape}")
+        source = self._source(x, context)
         b, n, d = x.shape
+        m = source.shape[1]
+        if source.shape[0] != b:
+            raise ValueError(f"context batch {source.shape[0]} does not match the batch of x, {b}")
         q = n if num_outputs is None else num_outputs
         if not 1 <= q <= n:
             raise ValueError(f"num_outputs must be between 1 and the number of tokens {n}, got {num_outputs}")
+        if mask is not None and mask.shape[-2:] != (m, n):
+            raise ValueError(f"mask must have shape ({m}, {n}) or (B, {m}, {n}), got {mask.shape}")
         k = self.head_dim
         dv = self.value_projections.shape[1]
-        every_token_asks = q == n
-        tokens = x.reshape(b * n, d)
+        # When every token of x asks a query of itself, one wider product is faster than two.
+        fused_queries = q == n and context is None
+        tokens = source.reshape(b * m, d)
         total = jnp.zeros((b, q, d), x.dtype)
         for h in range(self.num_heads):
-            # When every token asks a query, one wider product is faster than two.
             rows = [self.key_projections[h], self.value_projections[h]]
-            if every_token_asks:
+            if fused_queries:
                 rows.append(self.query_projections[h])
-            projected = (tokens @ jnp.concatenate(rows, axis=0).T).reshape(b, n, -1)
+            projected = (tokens @ jnp.concatenate(rows, axis=0).T).reshape(b, m, -1)
             keys = self.qk_activation(projected[..., :k])
             values = projected[..., k : k + dv]
-            if every_token_asks:
+            if fused_queries:
                 queries = projected[..., k + dv :]
             else:
                 queries = x[:, :q] @ self.query_projections[h].T
@@ -323,13 +375,16 @@ class MultiHeadSelfAttention(eqx.Module):
             if self.scaled:
                 logits = logits / math.sqrt(k)
             if mask is not None:
-                logits = jnp.where(mask[:, :q].T, logits, -jnp.inf)
+                logits = jnp.where(jnp.swapaxes(mask[..., :q], -1, -2), logits, -jnp.inf)
             weights = jax.nn.softmax(logits, axis=-1)
             head = jnp.einsum("bji,biv->bjv", weights, values)
             if self.output_projections is not None:
                 head = head @ self.output_projections[h].T
             total = total + head
         return total if self.combine_heads == "sum" else total / self.num_heads
+
+
+MultiHeadSelfAttention = MultiHeadAttention
 
 
 # ---------------------------------------------------------------------------------------------

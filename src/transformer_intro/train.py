@@ -110,13 +110,27 @@ def batch_gradients(model, images, labels, micro_batch_size: int | None = None):
     return losses.mean(), accuracies.mean(), grads
 
 
+def apply_gradients(model, opt_state, grads, optimizer):
+    """One optimiser update of ``model`` from ``grads``; returns the new model and optimiser state."""
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
+    return eqx.apply_updates(model, updates), opt_state
+
+
 @eqx.filter_jit
 def train_step(model, opt_state, images, labels, optimizer, micro_batch_size: int | None = None):
     """One step of AdamW on a batch; returns the new model and optimiser state, loss and accuracy."""
     loss, accuracy, grads = batch_gradients(model, images, labels, micro_batch_size)
-    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
-    model = eqx.apply_updates(model, updates)
+    model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
     return model, opt_state, loss, accuracy
+
+
+@eqx.filter_jit
+def optimizer_step(model, opt_state, optimizer, loss_fn: Callable, *batch):
+    """One step for any model: ``loss_fn(model, *batch)`` returns ``(loss, aux)``; the model moves
+    against the gradient of ``loss``. Returns the new model and optimiser state, loss and aux."""
+    (loss, aux), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(model, *batch)
+    model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
+    return model, opt_state, loss, aux
 
 
 @eqx.filter_jit
@@ -166,18 +180,22 @@ def save_checkpoint(path: str | os.PathLike, model, opt_state=None, *, metadata:
     return path
 
 
-def load_checkpoint(path: str | os.PathLike, opt_state_like=None):
+def load_checkpoint(path: str | os.PathLike, opt_state_like=None, *, model_like: eqx.Module | None = None):
     """Read a checkpoint written by :func:`save_checkpoint`: returns ``(model, opt_state, header)``.
 
     Pass ``opt_state_like`` (an optimiser state of the right structure) to restore the optimiser.
+    Without ``model_like`` the header's configuration rebuilds a :class:`VisionTransformer`; any
+    other model passes a freshly built one of the same structure, whose leaves are overwritten.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}")
     with open(path, "rb") as f:
         header = json.loads(f.readline())
-        config = ViTConfig(**header["model_config"])
-        model = VisionTransformer(config, key=jax.random.PRNGKey(0))
+        if model_like is None:
+            model = VisionTransformer(ViTConfig(**header["model_config"]), key=jax.random.PRNGKey(0))
+        else:
+            model = model_like
         if header["has_opt_state"] and opt_state_like is not None:
             model, opt_state = eqx.tree_deserialise_leaves(f, (model, opt_state_like))
         elif header["has_opt_state"]:
