@@ -1,0 +1,2 @@
+"""The data sets the book trains on, each in its own module: where it comes from, how it is
+checked, and how it becomes arrays of tokens or pixels."""
