@@ -218,3 +218,29 @@ def test_position_embeddings_break_permutation_equivariance(x, kind):
     perm = permutation()
     assert_close(block(x[perm]), block(x)[perm], 1e-4)
     assert not np.allclose(model(x[perm]), model(x)[perm], atol=1e-2)
+
+
+def test_vocabulary_round_trips_and_orders_specials_first():
+    from transformer_intro import Vocabulary
+
+    vocabulary = Vocabulary.from_text("to be, or not to be", specials=("<pad>", "<s>"))
+    assert vocabulary.symbols[:2] == ("<pad>", "<s>") and len(vocabulary) == 2 + len(set("to be, or not to be"))
+    ids = vocabulary.encode("not to be")
+    assert ids.dtype == np.int32 and vocabulary.decode(ids) == "not to be"
+    assert vocabulary.decode([1, *ids.tolist()], skip_specials=True) == "not to be"
+    # The same text gives the same ids whatever order its characters arrive in.
+    assert Vocabulary.from_text("eb ot").symbols == Vocabulary.from_text("to be").symbols
+
+
+def test_vocabulary_errors_name_the_problem():
+    from transformer_intro import Vocabulary
+
+    vocabulary = Vocabulary.from_text("abc")
+    with pytest.raises(ValueError, match=r"not in the vocabulary: 'x', 'z' \(first at position 1\)"):
+        vocabulary.encode("azbx")
+    with pytest.raises(ValueError, match="empty text"):
+        vocabulary.encode("")
+    with pytest.raises(ValueError, match="at least one symbol"):
+        Vocabulary.from_text("")
+    with pytest.raises(ValueError, match="out of range"):
+        vocabulary.decode([0, 3])

@@ -13,13 +13,13 @@ from .block import TransformerBlock
 from .mlp import MLP
 from .normalisation import LayerNorm
 from .positions import PositionEmbedding, rotate_pairs, sinusoidal_embeddings
-from .tokenisers import ContinuousTokeniser, DiscreteTokeniser, PatchTokeniser, patchify
+from .tokenisers import ContinuousTokeniser, DiscreteTokeniser, PatchTokeniser, Vocabulary, patchify
 from .vit import CONFIGS, ViTConfig, VisionTransformer, count_parameters, get_config
 
 __all__ = [
     "MultiHeadAttention", "MultiHeadSelfAttention", "SelfAttention", "SharedProjectionAttention", "attend", "attention_weights",
     "causal_mask", "dot_product_attention_weights", "from_equinox", "padding_mask", "qkv_attention",
     "qkv_weights", "to_equinox", "TransformerBlock", "MLP", "LayerNorm", "PositionEmbedding", "rotate_pairs",
-    "sinusoidal_embeddings", "ContinuousTokeniser", "DiscreteTokeniser", "PatchTokeniser", "patchify",
+    "sinusoidal_embeddings", "ContinuousTokeniser", "DiscreteTokeniser", "PatchTokeniser", "Vocabulary", "patchify",
     "CONFIGS", "ViTConfig", "VisionTransformer", "count_parameters", "get_config",
 ]

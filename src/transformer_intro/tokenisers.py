@@ -6,6 +6,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 
@@ -95,3 +96,61 @@ class PatchTokeniser(eqx.Module):
         patches = jax.vmap(patchify, in_axes=(0, None))(images, self.patch_size)
         b, n, cpp = patches.shape
         return (patches.reshape(b * n, cpp) @ weight.T + bias).reshape(b, n, -1)
+
+
+class Vocabulary:
+    """The symbols a text may contain, each with an integer id: the lookup that comes before a
+    :class:`DiscreteTokeniser`. Characters (or any hashable strings) in, ids out, and back.
+
+    ``specials`` (for example a padding symbol and start/end markers) take the first ids, in the
+    order given; the symbols follow in sorted order, so a vocabulary built from the same text is
+    the same on every machine. An unknown symbol is an error that names it, never a silent guess.
+    """
+
+    def __init__(self, symbols, *, specials: tuple[str, ...] = ()):
+        symbols = sorted(set(symbols) - set(specials))
+        if not symbols:
+            raise ValueError("a vocabulary needs at least one symbol; the text given was empty")
+        self.symbols: tuple[str, ...] = tuple(specials) + tuple(symbols)
+        self.specials: tuple[str, ...] = tuple(specials)
+        self._ids = {symbol: i for i, symbol in enumerate(self.symbols)}
+
+    @classmethod
+    def from_text(cls, text: str, *, specials: tuple[str, ...] = ()) -> "Vocabulary":
+        """Every distinct character of ``text``."""
+        return cls(text, specials=specials)
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __contains__(self, symbol: str) -> bool:
+        return symbol in self._ids
+
+    def id(self, symbol: str) -> int:
+        if symbol not in self._ids:
+            raise ValueError(f"symbol {symbol!r} is not in the vocabulary of {len(self)} symbols")
+        return self._ids[symbol]
+
+    def encode(self, text) -> "np.ndarray":
+        """The ids of ``text``'s symbols, as an int32 array; raises naming every unknown symbol."""
+        if len(text) == 0:
+            raise ValueError("cannot encode an empty text")
+        unknown = sorted({s for s in text if s not in self._ids})
+        if unknown:
+            first = next(i for i, s in enumerate(text) if s not in self._ids)
+            raise ValueError(
+                f"{len(unknown)} symbol(s) not in the vocabulary: {', '.join(map(repr, unknown[:10]))}"
+                f" (first at position {first})"
+            )
+        return np.fromiter((self._ids[s] for s in text), dtype=np.int32, count=len(text))
+
+    def decode(self, ids, *, skip_specials: bool = False) -> str:
+        """The text of a sequence of ids (ids out of range are an error)."""
+        ids = np.asarray(ids).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
+            raise ValueError(f"id out of range for a vocabulary of {len(self)} symbols: {ids.min()}..{ids.max()}")
+        skip = set(range(len(self.specials))) if skip_specials else set()
+        return "".join(self.symbols[i] for i in ids.tolist() if i not in skip)
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({len(self)} symbols, specials={self.specials})"
