@@ -23,7 +23,7 @@ from typing import Callable, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .positions import rotate_pairs
 
@@ -305,6 +305,53 @@ class MultiHeadAttention(eqx.Module):
         if self.rotary:
             raise ValueError("rotary positions compare positions within one sequence; use them in self-attention only")
         return context
+
+    # -- generation with a key-value cache ---------------------------------------------------------
+
+    def empty_cache(self, window: int, dtype=jnp.float32) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
+        """Room for the keys and values of ``window`` tokens, every head, preallocated as zeros."""
+        heads, k, _ = self.key_projections.shape
+        dv = self.value_projections.shape[1]
+        return jnp.zeros((heads, window, k), dtype), jnp.zeros((heads, window, dv), dtype)
+
+    def extend(
+        self,
+        x: Float[Array, "T D"],
+        cache: tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]],
+        start: Int[Array, ""] | int,
+    ) -> tuple[Float[Array, "T D"], tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]]:
+        """Causal self-attention for T new tokens at positions ``start, ..., start + T - 1``.
+
+        The keys and values of the earlier tokens are read from ``cache`` instead of being
+        recomputed; the new tokens' own keys and values are written into it at ``start`` (one
+        ``dynamic_update_slice``, so ``start`` may be a traced value and nothing recompiles as it
+        moves). Output n reads the cached and new inputs at positions <= its own. With T tokens
+        from position 0 this is the prefill, and it equals ``self(x, causal_mask(T))``.
+        """
+        if x.ndim != 2 or x.shape[1] != self.token_dim:
+            raise ValueError(f"expected new tokens of shape (T, {self.token_dim}), got {x.shape}")
+        cached_keys, cached_values = cache
+        window, t = cached_keys.shape[1], x.shape[0]
+        if t > window:
+            raise ValueError(f"{t} new tokens do not fit a cache of {window} positions")
+        keys = self.qk_activation(jnp.einsum("hkd,td->htk", self.key_projections, x))
+        queries = self.qk_activation(jnp.einsum("hkd,td->htk", self.query_projections, x))
+        values = jnp.einsum("hvd,td->htv", self.value_projections, x)
+        positions = start + jnp.arange(t)
+        if self.rotary:
+            keys, queries = rotate_pairs(keys, positions), rotate_pairs(queries, positions)
+        cached_keys = jax.lax.dynamic_update_slice(cached_keys, keys.astype(cached_keys.dtype), (0, start, 0))
+        cached_values = jax.lax.dynamic_update_slice(cached_values, values.astype(cached_values.dtype), (0, start, 0))
+        # Slots after the newest token hold zeros or stale entries; the mask keeps them out.
+        mask = jnp.arange(window)[:, None] <= positions[None, :]  # mask[m, n]: input m before output n
+        weights = jax.vmap(lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=mask))(
+            cached_keys, queries
+        )  # (H, W, T)
+        heads = jnp.einsum("hmt,hmv->htv", weights, cached_values)
+        if self.output_projections is not None:
+            heads = jnp.einsum("hdv,htv->htd", self.output_projections, heads)
+        y = heads.sum(0) if self.combine_heads == "sum" else heads.mean(0)
+        return y, (cached_keys, cached_values)
 
     @property
     def token_dim(self) -> int:

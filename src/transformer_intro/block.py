@@ -7,7 +7,7 @@ from typing import Callable, Literal
 
 import equinox as eqx
 import jax
-from jaxtyping import Array, Bool, Float, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .attention import MultiHeadSelfAttention
 from .mlp import MLP
@@ -77,3 +77,18 @@ class TransformerBlock(eqx.Module):
         attended = self.attention.batched(x_bar, mask, num_outputs=num_outputs)
         y = (x if self.residual == "input" else x_bar)[:, : attended.shape[1]] + attended
         return y + self.mlp.batched(self.mlp_norm(y))
+
+    def empty_cache(self, window: int, dtype=jax.numpy.float32):
+        """The attention's preallocated key-value cache for ``window`` tokens."""
+        return self.attention.empty_cache(window, dtype)
+
+    def extend(
+        self, x: Float[Array, "T D"], cache, start: Int[Array, ""] | int
+    ) -> tuple[Float[Array, "T D"], tuple]:
+        """The block on T new tokens at positions ``start, ...``, reading earlier tokens from the
+        attention's cache (see :meth:`MultiHeadAttention.extend`); returns the output and the new
+        cache. The LayerNorms and the MLP act token by token and need no cache."""
+        x_bar = jax.vmap(self.attention_norm)(x)
+        attended, cache = self.attention.extend(x_bar, cache, start)
+        y = (x if self.residual == "input" else x_bar) + attended
+        return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y)), cache

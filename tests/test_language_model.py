@@ -1,0 +1,185 @@
+"""The character language model: causality, targets, the key-value cache, sampling, bad input."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_intro import Vocabulary
+from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS, load_play, load_shakespeare, play_names
+from transformer_intro.language_model import (
+    LanguageModel, LMConfig, LMRecipe, cached_logits, complete, evaluation_windows, generate,
+    inputs_and_targets, next_symbol_loss, random_windows, sample_symbol, train_steps,
+)
+
+
+def small_model(positions="rotary", window=12, seed=0):
+    config = LMConfig(vocab_size=11, window=window, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32,
+                      positions=positions)
+    model = LanguageModel(config, key=jax.random.PRNGKey(seed))
+    # Larger embeddings than the training initialisation, so that every position matters visibly.
+    return eqx.tree_at(lambda m: m.tokeniser.table, model, model.tokeniser.table * 50)
+
+
+def symbols(n, seed=1, vocab=11):
+    return jax.random.randint(jax.random.PRNGKey(seed), (n,), 0, vocab)
+
+
+@pytest.mark.parametrize("positions", ["rotary", "learned"])
+def test_changing_a_later_symbol_leaves_earlier_logits_unchanged(positions):
+    model = small_model(positions)
+    s = symbols(12)
+    for n in (0, 5, 11):
+        changed = s.at[n].set((s[n] + 3) % 11)
+        before, after = model(s), model(changed)
+        assert np.array_equal(before[:n], after[:n]), n
+        assert not np.allclose(before[n:], after[n:])  # the change is seen from position n on
+    # Negative control: without the causal mask the future leaks into every position.
+    changed = s.at[11].set((s[11] + 3) % 11)
+    assert not np.allclose(model(s, causal=False)[:11], model(changed, causal=False)[:11])
+
+
+def test_targets_are_the_inputs_shifted_by_one():
+    windows = jnp.arange(2 * 6).reshape(2, 6)
+    inputs, targets = inputs_and_targets(windows)
+    assert inputs.shape == targets.shape == (2, 5)
+    np.testing.assert_array_equal(targets[:, :-1], inputs[:, 1:])
+    np.testing.assert_array_equal(inputs, windows[:, :5])
+    np.testing.assert_array_equal(targets, windows[:, 1:])
+    # Random windows are runs of consecutive symbols of the text.
+    text = jnp.arange(100)
+    w = random_windows(text, jax.random.PRNGKey(0), 8, 7)
+    np.testing.assert_array_equal(jnp.diff(w, axis=1), 1)
+
+
+def test_loss_is_the_mean_negative_log_probability_of_the_next_symbol():
+    model = small_model()
+    windows = jax.random.randint(jax.random.PRNGKey(3), (2, 9), 0, 11)
+    loss, _ = next_symbol_loss(model, windows)
+    log_p = jax.nn.log_softmax(jax.vmap(model)(windows[:, :-1]))
+    by_hand = -np.mean([log_p[b, n, windows[b, n + 1]] for b in range(2) for n in range(8)])
+    np.testing.assert_allclose(loss, by_hand, rtol=1e-5)
+
+
+@pytest.mark.parametrize("positions", ["rotary", "learned"])
+def test_batched_equals_vmap_of_one_sequence(positions):
+    model = small_model(positions)
+    batch = jax.random.randint(jax.random.PRNGKey(4), (3, 12), 0, 11)
+    with jax.default_matmul_precision("highest"):
+        np.testing.assert_allclose(model.batched(batch), jax.vmap(model)(batch), atol=1e-5)
+        # Negative control: a different batch is told apart.
+        assert not np.allclose(model.batched(batch), jax.vmap(model)(batch[::-1]), atol=1e-3)
+
+
+@pytest.mark.parametrize("positions", ["rotary", "learned"])
+@pytest.mark.parametrize("prefill", [1, 5, 12])
+def test_cached_logits_equal_the_full_causal_pass(positions, prefill):
+    model = small_model(positions)
+    s = symbols(12)
+    with jax.default_matmul_precision("highest"):
+        full = model(s)
+        np.testing.assert_allclose(cached_logits(model, s, prefill), full, atol=1e-5)
+        if prefill < 12:
+            # Negative control: writing to the wrong cache position is caught.
+            wrong = cached_logits(model, s, prefill, 1)
+            assert np.abs(wrong - full).max() > 1e-3
+
+
+def test_prefill_equals_the_attention_under_a_causal_mask():
+    from transformer_intro import causal_mask
+    attention = small_model().blocks[0].attention
+    x = jax.random.normal(jax.random.PRNGKey(5), (7, 16))
+    with jax.default_matmul_precision("highest"):
+        y, (keys, values) = attention.extend(x, attention.empty_cache(12), 0)
+        np.testing.assert_allclose(y, attention(x, causal_mask(7)), atol=1e-5)
+        assert not np.allclose(y, attention(x), atol=1e-3)  # no mask: the control differs
+    assert keys.shape == (2, 12, 8) and not np.any(keys[:, 7:])  # slots after the prefill untouched
+
+
+def test_cached_and_uncached_generation_agree_and_sampling_is_reproducible():
+    model = small_model(window=16)
+    prompt = symbols(4)
+    key = jax.random.PRNGKey(7)
+    cached = generate(model, prompt, 12, key, temperature=1.0)  # fills the window exactly
+    again = generate(model, prompt, 12, key, temperature=1.0)
+    uncached = generate(model, prompt, 12, key, temperature=1.0, cache=False)
+    np.testing.assert_array_equal(cached, again)
+    np.testing.assert_array_equal(cached, uncached)
+    assert not np.array_equal(cached, generate(model, prompt, 12, jax.random.PRNGKey(8)))
+    # Past the window both keep going (different ways of forgetting the oldest symbols).
+    long = generate(model, prompt, 40, key)
+    assert long.shape == (40,) and np.array_equal(long[:12], cached)
+
+
+def test_temperature_to_zero_is_greedy_decoding():
+    model = small_model()
+    prompt = symbols(3)
+    greedy = generate(model, prompt, 9, jax.random.PRNGKey(0), temperature=0.0)
+    cold = generate(model, prompt, 9, jax.random.PRNGKey(1), temperature=1e-4)
+    np.testing.assert_array_equal(greedy, cold)
+    # Greedy decoding by hand: the argmax of the full pass, one symbol at a time.
+    context = list(np.asarray(prompt))
+    for _ in range(9):
+        context.append(int(jnp.argmax(model(jnp.asarray(context))[-1])))
+    np.testing.assert_array_equal(greedy, context[3:])
+    # Negative control: at temperature 1 the samples are not the greedy ones.
+    warm = generate(model, prompt, 9, jax.random.PRNGKey(1), temperature=5.0)
+    assert not np.array_equal(greedy, warm)
+
+
+def test_top_k_samples_only_the_k_likeliest():
+    logits = jnp.array([0.0, 3.0, 1.0, 2.0, -1.0])
+    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0, 2))(jax.random.split(jax.random.PRNGKey(0), 500))
+    assert set(np.unique(draws)) == {1, 3}
+    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0))(jax.random.split(jax.random.PRNGKey(0), 500))
+    assert len(np.unique(draws)) == 5
+    with pytest.raises(ValueError, match="top_k"):
+        sample_symbol(logits, jax.random.PRNGKey(0), 1.0, 6)
+
+
+def test_bad_input_is_a_clear_error():
+    vocabulary = Vocabulary.from_text("abc ")
+    model = small_model()
+    with pytest.raises(ValueError, match="'z'"):
+        complete(model, vocabulary, "a z", 3, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="empty"):
+        complete(model, vocabulary, "", 3, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="empty"):
+        model(jnp.zeros(0, jnp.int32))
+    with pytest.raises(ValueError, match="window of 12"):
+        model(symbols(13))
+    with pytest.raises(ValueError, match="window of 12"):
+        generate(model, symbols(13), 3, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="window of 12"):
+        model.batched(jnp.zeros((2, 13), jnp.int32))
+    with pytest.raises(ValueError, match="temperature"):
+        generate(model, symbols(3), 3, jax.random.PRNGKey(0), temperature=-1.0)
+
+
+def test_a_few_training_steps_lower_the_loss():
+    model = small_model(window=8)
+    text = jnp.asarray(np.tile(np.arange(11), 50), jnp.int32)  # 0, 1, ..., 10, 0, 1, ...: easy
+    recipe = LMRecipe(steps=60, batch_size=16, learning_rate=1e-2, warmup_steps=5)
+    optimizer = recipe.optimizer()
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    windows = evaluation_windows(np.asarray(text), 16, 9)
+    before = float(next_symbol_loss(model, windows)[0])
+    model, _, losses = train_steps(model, opt_state, optimizer, text, jax.random.PRNGKey(0), 16, 60)
+    after = float(next_symbol_loss(model, windows)[0])
+    assert after < 0.2 * before and losses.shape == (60,)
+
+
+def test_shakespeare_splits_hold_out_whole_plays():
+    names = play_names()
+    assert len(names) == 42 and set(VALIDATION_PLAYS) <= set(names)
+    train, validation = load_shakespeare("train"), load_shakespeare("validation")
+    assert 0.09 < len(validation) / (len(train) + len(validation)) < 0.11
+    assert load_play("hamlet")[:40] in validation and load_play("hamlet")[:40] not in train
+    vocabulary = Vocabulary.from_text(train)
+    assert len(vocabulary) == 84
+    vocabulary.encode(validation)  # every validation symbol occurs in training
+    with pytest.raises(ValueError, match="no play named"):
+        load_play("cardenio")
+    with pytest.raises(ValueError, match="split"):
+        load_shakespeare("test")
