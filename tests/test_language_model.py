@@ -183,3 +183,15 @@ def test_shakespeare_splits_hold_out_whole_plays():
         load_play("cardenio")
     with pytest.raises(ValueError, match="split"):
         load_shakespeare("test")
+
+
+def test_checkpoint_round_trip(tmp_path):
+    from transformer_intro.language_model import load_language_model, save_language_model
+    model, vocabulary = small_model(), Vocabulary.from_text("abcdefghij ")
+    path = save_language_model(tmp_path / "lm.eqx", model, vocabulary, validation_loss=1.5)
+    loaded, loaded_vocabulary, header = load_language_model(path)
+    assert loaded.config == model.config and loaded_vocabulary.symbols == vocabulary.symbols
+    assert header["validation_loss"] == 1.5
+    s = symbols(12)
+    np.testing.assert_array_equal(loaded(s), model(s))
+    assert not np.allclose(small_model(seed=1)(s), model(s))  # another model differs
