@@ -13,13 +13,16 @@ Padding is the id ``pad_id`` in both sequences.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from tqdm import tqdm  # plain text bar, as in train.py
 
 from .attention import MultiHeadAttention, causal_mask, padding_mask
 from .block import TransformerBlock
@@ -27,6 +30,7 @@ from .mlp import MLP
 from .normalisation import LayerNorm
 from .positions import PositionEmbedding
 from .tokenisers import DiscreteTokeniser
+from .train import TrainConfig, make_optimizer, optimizer_step
 
 
 def cross_attention_mask(source_is_real: Bool[Array, " M"], num_targets: int) -> Bool[Array, "M N"]:
@@ -284,13 +288,6 @@ def train(
     Returns the trained model and a history of the loss, the per-token accuracy (both on the
     training batches) and the seconds of training after each step, compilation included.
     """
-    import time
-
-    import numpy as np
-    from tqdm import tqdm
-
-    from .train import TrainConfig, make_optimizer, optimizer_step
-
     if len(sources) < batch_size:
         raise ValueError(f"batch size {batch_size} is larger than the {len(sources)} training pairs")
     config = TrainConfig(learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay)
