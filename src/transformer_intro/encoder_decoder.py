@@ -285,8 +285,10 @@ def train(
 ) -> tuple[EncoderDecoder, dict[str, list[float]]]:
     """``steps`` steps of AdamW with teacher forcing on batches drawn in a seeded shuffled order.
 
-    Returns the trained model and a history of the loss, the per-token accuracy (both on the
-    training batches) and the seconds of training after each step, compilation included.
+    Returns the trained model and a history of the loss and the per-token accuracy on each
+    training batch, and the seconds since the start at which each step was dispatched (JAX runs
+    ahead of Python); the last entry waits for the finished model, so it is the whole training
+    time, compilation included.
     """
     if len(sources) < batch_size:
         raise ValueError(f"batch size {batch_size} is larger than the {len(sources)} training pairs")
