@@ -7,7 +7,7 @@ float32 matrices in TensorFloat-32 by default: operands rounded to a 10-bit mant
 1e-3 per product, which such tolerances cannot absorb (tests/test_precision.py measures it). So
 the whole test session asks for full float32 matrix products. A CPU ignores the setting, which is
 why tests/test_precision.py checks that the request reaches the compiled program. Training code
-keeps JAX's fast default; the book's chapters set the same policy in their first cell.
+keeps JAX's fast default; chapters 1 to 7 of the book set the same policy in their first cell.
 
 The command-line option of the browser test also lives here: pytest parses the command line
 before it collects tests/browser/, so the option must be registered by a conftest it loads first.
