@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test unit nbval browser execute bench clean
+.PHONY: book test unit nbval browser execute lab bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ execute: $(STAMP)
 	for nb in book/*.ipynb; do \
 		echo "executing $$nb"; $(BIN)/jupyter execute --inplace --timeout=1800 "$$nb" || exit 1; \
 	done
+
+# Open the chapters in JupyterLab; the project's kernel (python3 in .venv) runs them.
+lab: $(STAMP)
+	$(BIN)/jupyter lab book/
 
 # Throughput benchmark against the TensorFlow/Keras reference ViT, in its own venv
 # (TensorFlow is large and is not needed for the book or the tests).
