@@ -39,8 +39,9 @@ execute: $(STAMP)
 	done
 
 # Open the chapters in JupyterLab; the project's kernel (python3 in .venv) runs them.
+# JupyterLab on the chapters with the project's kernel (Jupyter refuses root unless told).
 lab: $(STAMP)
-	$(BIN)/jupyter lab book/
+	$(BIN)/jupyter lab book/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Throughput benchmark against the TensorFlow/Keras reference ViT, in its own venv
 # (TensorFlow is large and is not needed for the book or the tests).
