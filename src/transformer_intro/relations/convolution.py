@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
 from ..attention import attend, attention_weights
 
@@ -27,7 +27,7 @@ def grid_positions(shape: tuple[int, ...]) -> Float[Array, "N d"]:
     return jnp.stack([axis.ravel() for axis in axes], axis=-1).astype(jnp.float32)
 
 
-def kernel_offsets(window: tuple[int, ...]) -> Int[Array, "H d"]:
+def kernel_offsets(window: tuple[int, ...]) -> Float[Array, "H d"]:
     """The offset Δ_h of every entry of a centred window, in the row-major order of the kernel."""
     if any(size % 2 == 0 for size in window):
         raise ValueError(f"the window must have odd sizes to have a centre, got {window}")
