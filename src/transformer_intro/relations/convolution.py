@@ -93,7 +93,9 @@ def convolution_as_attention(
     return outputs.reshape(*spatial, kernel.shape[-2])
 
 
-def convolution(x: Float[Array, "*spatial Cin"], kernel: Float[Array, "*window Cout Cin"]) -> Float[Array, "*spatial Cout"]:
+def convolution(
+    x: Float[Array, "*spatial Cin"], kernel: Float[Array, "*window Cout Cin"]
+) -> Float[Array, "*spatial Cout"]:
     """The same-size, zero-padded convolution of deep learning (a cross-correlation), by XLA."""
     dims = x.ndim - 1
     lhs = jnp.moveaxis(x, -1, 0)[None]  # (1, Cin, *spatial)
