@@ -122,7 +122,7 @@ def test_fast_weights_sum_rule_is_linear_attention_and_delta_rule_overwrites():
     v = normal(3, (3, 3))
     _, delta = fast_weight_memory(k, k, v, rule="delta")
     _, summed = fast_weight_memory(k, k, v, rule="sum")
-    assert error(delta @ k[0], v[2]) < 1e-6 and error(delta @ k[1], v[1]) < 1e-6
+    assert error(delta @ k[0], v[2]) < 1e-5 and error(delta @ k[1], v[1]) < 1e-5
     assert error(summed @ k[0], v[2]) > 0.1  # control: the sum rule returns v1 + v3
     assert error(summed @ k[0], v[0] + v[2]) < 1e-6
     with pytest.raises(ValueError, match="rule"):
