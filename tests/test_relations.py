@@ -50,12 +50,14 @@ def test_convolution_as_attention(spatial, window):
     x = normal(0, (*spatial, 2))
     kernel = normal(1, (*window, 3, 2))
     target = convolution(x, kernel)
-    assert error(convolution_as_attention(x, kernel, alpha=40.0), target) < 1e-5
+    heads = jax.jit(convolution_as_attention)  # one compilation for every alpha and offsets
+    offsets = kernel_offsets(window)
+    assert error(heads(x, kernel, 40.0, offsets=offsets), target) < 1e-5
     # the error falls with alpha (roughly as e^-alpha)
-    assert error(convolution_as_attention(x, kernel, alpha=2.0), target) > 10 * error(
-        convolution_as_attention(x, kernel, alpha=8.0), target)
+    assert error(heads(x, kernel, 2.0, offsets=offsets), target) > 10 * error(
+        heads(x, kernel, 8.0, offsets=offsets), target)
     # control: the kernel's weights at mirrored offsets
-    wrong = convolution_as_attention(x, kernel, alpha=40.0, offsets=-kernel_offsets(window))
+    wrong = heads(x, kernel, 40.0, offsets=-offsets)
     assert error(wrong, target) > 0.5
 
 
