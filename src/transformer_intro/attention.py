@@ -48,6 +48,7 @@ def attention_weights(
     *,
     scaled: bool = False,
     mask: Bool[Array, "Nin Nout"] | None = None,
+    bias: Float[Array, "Nin Nout"] | None = None,
 ) -> Float[Array, "Nin Nout"]:
     """Column-normalised attention matrix ``A[n', n] = softmax_{n'}(k_n'ᵀ q_n)``.
 
@@ -59,6 +60,10 @@ def attention_weights(
         mask: optional boolean (N, N) array; ``mask[n', n] = False`` forbids output n from attending
             to input n' (see :func:`causal_mask`, :func:`padding_mask`). Every column must allow at
             least one input.
+        bias: optional score bias ``B[n', n]`` added to the (scaled) scores before the mask, so that
+            ``A = softmax_{n'}(k_n'ᵀ q_n + B[n', n])``; any array that broadcasts to (Nin, Nout),
+            e.g. an (Nin, 1) column for a bias per key. Relative position encodings, learned
+            content-free mixing and kernel regression are all such biases (book chapter 11).
     """
     if keys.ndim != 2 or queries.ndim != 2 or keys.shape[1] != queries.shape[1]:
         raise ValueError(
@@ -67,6 +72,8 @@ def attention_weights(
     scores = keys @ queries.T  # scores[n', n] = k_n' . q_n
     if scaled:
         scores = scores / math.sqrt(keys.shape[-1])
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = jnp.where(mask, scores, -jnp.inf)
     return jax.nn.softmax(scores, axis=0)
