@@ -304,11 +304,17 @@ def _main(argv: Sequence[str] | None = None) -> None:
     local = args.batch_size // args.num_processes
     batches = [tuple(a[args.process_id * local:(args.process_id + 1) * local] for a in batch)
                for batch in synthetic_batches(args.steps, args.batch_size)]
-    model, _, losses = train_sharded(model, batches, optimizer, mesh, process_local=True)
+    trained, _, losses = train_sharded(model, batches, optimizer, mesh, process_local=True)
     # Replicated arrays: this process's first shard is the whole value.
-    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    leaves = jax.tree_util.tree_leaves(eqx.filter(trained, eqx.is_inexact_array))
     arrays = {f"param_{i}": np.asarray(x.addressable_data(0)) for i, x in enumerate(leaves)}
     arrays["losses"] = np.array([float(l.addressable_data(0)) for l in losses])
+    if args.num_processes == 1:
+        # For a negative control: what process 0 of two would reach on its half of each batch alone.
+        halves = [tuple(a[: local // 2] for a in batch) for batch in batches]
+        half, _, _ = train_sharded(model, halves, optimizer, mesh, process_local=True)
+        leaves = jax.tree_util.tree_leaves(eqx.filter(half, eqx.is_inexact_array))
+        arrays.update({f"half_param_{i}": np.asarray(x.addressable_data(0)) for i, x in enumerate(leaves)})
     if jax.process_index() == 0:
         np.savez(args.out, devices=len(jax.devices()), **arrays)
     if args.num_processes > 1:
