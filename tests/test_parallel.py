@@ -28,7 +28,9 @@ from transformer_intro.train import TrainConfig, make_optimizer
 from transformer_intro.vit import VisionTransformer
 
 ROOT = Path(__file__).resolve().parents[1]
-PARAMS_ATOL, GRADS_ATOL = 1e-4, 1e-6
+# Parameters after 5 AdamW steps: absolute. Gradients: relative to the largest gradient entry (the
+# class token's, about 20 for these random images, where float32 rounding alone is ~2e-6).
+PARAMS_ATOL, GRADS_RTOL = 1e-4, 1e-6
 
 
 def _env(devices: int | None = None) -> dict[str, str]:
@@ -76,7 +78,6 @@ def test_tensor_parallel_splits_heads_and_the_hidden_layer(checks):
     assert shards["mlp_out_bias"] == [[32]]  # replicated
     assert shards["class_token"] == [[32]]
     assert shards["adam_mu_key_projections"] == [[2, 8, 32]]  # the optimiser state follows
-    assert shards["grad_key_projections"] == [[2, 8, 32]]
 
 
 def test_fully_sharded_splits_the_first_divisible_axis_over_data(checks):
@@ -100,7 +101,7 @@ def test_the_compiled_steps_communicate(checks):
 
 @pytest.mark.parametrize("name", ["dp", "tp", "fsdp", "one_device"])
 def test_sharded_training_equals_single_device_training(checks, name):
-    assert checks[f"{name}_grads_error"] < GRADS_ATOL
+    assert checks[f"{name}_grads_error"] < GRADS_RTOL
     assert checks[f"{name}_params_error"] < PARAMS_ATOL
 
 
@@ -110,8 +111,8 @@ def test_the_comparison_can_fail(checks):
 
 
 def test_shard_map_data_parallel_gradient_and_its_traps(checks):
-    assert checks["shard_map_grads_error"] < GRADS_ATOL
-    assert checks["mean_of_local_grads_error"] < GRADS_ATOL
+    assert checks["shard_map_grads_error"] < GRADS_RTOL
+    assert checks["mean_of_local_grads_error"] < GRADS_RTOL
     # Averaging gradients that JAX has already summed: 8 devices, 8 times the gradient.
     assert checks["trap_ratio_min"] == pytest.approx(8, rel=1e-4)
     assert checks["trap_ratio_max"] == pytest.approx(8, rel=1e-4)
