@@ -107,15 +107,16 @@ def test_sharded_training_equals_single_device_training(checks, name):
 
 def test_the_comparison_can_fail(checks):
     # Training on one device's slice only (no gradient reduction) lands far away.
-    assert checks["no_reduction_params_error"] > 100 * PARAMS_ATOL
+    assert checks["no_reduction_params_error"] > 10 * PARAMS_ATOL
 
 
 def test_shard_map_data_parallel_gradient_and_its_traps(checks):
     assert checks["shard_map_grads_error"] < GRADS_RTOL
     assert checks["mean_of_local_grads_error"] < GRADS_RTOL
     # Averaging gradients that JAX has already summed: 8 devices, 8 times the gradient.
-    assert checks["trap_ratio_min"] == pytest.approx(8, rel=1e-4)
-    assert checks["trap_ratio_max"] == pytest.approx(8, rel=1e-4)
+    assert checks["trap_minus_8x_error"] < GRADS_RTOL
+    assert checks["trap_ratio_min"] == pytest.approx(8, rel=1e-3)
+    assert checks["trap_ratio_max"] == pytest.approx(8, rel=1e-3)
     assert checks["trap_relative_error"] > 1
     assert checks["forgotten_reduction_relative_error"] > 0.01
 
@@ -174,4 +175,4 @@ def test_two_processes_train_as_one(tmp_path):
     np.testing.assert_allclose(a["losses"], b["losses"], atol=1e-5)
     assert np.abs(a["losses"] - a["losses"][0]).max() > 1e-3  # it did train: the loss moved
     # Negative control: process 0's half of each batch alone trains to somewhere else.
-    assert max(np.abs(a[k] - a["half_" + k]).max() for k in a.files if k.startswith("param_")) > 100 * PARAMS_ATOL
+    assert max(np.abs(a[k] - a["half_" + k]).max() for k in a.files if k.startswith("param_")) > 10 * PARAMS_ATOL
