@@ -20,8 +20,8 @@ from jax.sharding import PartitionSpec as P
 
 from transformer_intro.parallel import (
     SMALL_VIT, TENSOR_PARALLEL_RULES, data_parallel_rules, fully_sharded_rules, init_sharded, make_mesh,
-    rules_from_table, shard_batch, shard_map_gradients, shard_params, sharded_gradients, sharded_step,
-    synthetic_batches, train_sharded,
+    rules_from_table, shard_batch, shard_map_gradients, shard_map_step, shard_params, sharded_gradients,
+    sharded_step, synthetic_batches, train_sharded,
 )
 from transformer_intro.train import TrainConfig, loss_and_accuracy, make_optimizer, optimizer_step
 from transformer_intro.vit import VisionTransformer
@@ -126,6 +126,12 @@ def main() -> dict:
         _, correct = shard_map_gradients(model, mesh, *batch)
         _, trap = shard_map_gradients(model, mesh, *batch, mark_varying=False)
         _, local = shard_map_gradients(model, mesh, *batch, reduce=False)
+    stepped, stepped_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    with jax.default_matmul_precision("highest"):
+        for images, labels in batches:
+            stepped, stepped_state, _ = shard_map_step(stepped, stepped_state, optimizer, mesh,
+                                                       *shard_batch(mesh, images, labels))
+    results["shard_map_params_error"] = max_difference(params_of(stepped), params_of(reference))
     results["largest_gradient"] = float(max(np.abs(np.asarray(g)).max() for g in jax.tree_util.tree_leaves(reference_grads)))
     results["shard_map_grads_abs_error"] = max_difference(correct, reference_grads)
     results["shard_map_grads_error"] = relative_to_largest(correct, reference_grads)

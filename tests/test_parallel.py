@@ -112,6 +112,7 @@ def test_the_comparison_can_fail(checks):
 
 def test_shard_map_data_parallel_gradient_and_its_traps(checks):
     assert checks["shard_map_grads_error"] < GRADS_RTOL
+    assert checks["shard_map_params_error"] < PARAMS_ATOL
     assert checks["mean_of_local_grads_error"] < GRADS_RTOL
     # Averaging gradients that JAX has already summed: 8 devices, 8 times the gradient.
     assert checks["trap_minus_8x_error"] < GRADS_RTOL

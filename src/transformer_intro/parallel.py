@@ -239,6 +239,7 @@ def train_sharded(
 # ---------------------------------------------------------------------------------------------
 
 
+@eqx.filter_jit
 def shard_map_gradients(model, mesh: Mesh, *batch, loss_fn: Callable = loss_and_accuracy,
                         mark_varying: bool = True, reduce: bool = True):
     """The data-parallel gradient as each device computes it: its own slice of the batch, its
@@ -267,7 +268,15 @@ def shard_map_gradients(model, mesh: Mesh, *batch, loss_fn: Callable = loss_and_
     out_spec = P() if reduce else P(DATA)
     fn = jax.shard_map(per_device, mesh=mesh, in_specs=(P(),) + (P(DATA),) * len(batch),
                        out_specs=(out_spec, out_spec))
-    return jax.jit(fn)(params, *batch)
+    return fn(params, *batch)
+
+
+@eqx.filter_jit
+def shard_map_step(model, opt_state, optimizer, mesh: Mesh, *batch, loss_fn: Callable = loss_and_accuracy):
+    """One data-parallel optimiser step with the gradient of :func:`shard_map_gradients`."""
+    loss, grads = shard_map_gradients(model, mesh, *batch, loss_fn=loss_fn)
+    model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
+    return model, opt_state, loss
 
 
 # ---------------------------------------------------------------------------------------------
