@@ -1,4 +1,4 @@
-"""Tests for transformer_intro.data: IDX reading/validation, the TFDS fallback, batching."""
+"""Tests for transformer_intro.datasets.mnist: IDX reading/validation, the TFDS fallback, batching."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_intro import data
-from transformer_intro.data import (
+from transformer_intro.datasets import mnist as data
+from transformer_intro.datasets.mnist import (
     SPLIT_SIZES,
     MNISTChecksumError,
     MNISTError,
@@ -299,7 +299,7 @@ def test_no_md5sums_means_no_check(tmp_path: Path) -> None:
 
 def test_importing_data_does_not_import_tfds() -> None:
     code = (
-        "import sys, transformer_intro.data; "
+        "import sys, transformer_intro.datasets.mnist; "
         "bad = [m for m in ('tensorflow_datasets', 'tensorflow') if m in sys.modules]; "
         "print(*bad); sys.exit(1 if bad else 0)"
     )
