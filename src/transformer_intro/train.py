@@ -139,7 +139,12 @@ def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> A
     Offsets run from 0 to ``2 * max_shift``; ``(max_shift, max_shift)`` leaves the image where it is.
     The same translation as `transformer_intro.datasets.mnist.random_shift`, on the device.
     """
+    if images.ndim != 3:
+        raise ValueError(f"expected images of shape (B, H, W), got {images.shape}")
     height, width = images.shape[1:]
+    if max_shift < 0 or 2 * max_shift >= min(height, width):
+        raise ValueError(f"max_shift must be in [0, {(min(height, width) - 1) // 2}] for {height}x{width} "
+                         f"images, got {max_shift}")
 
     def crop(image, offset):
         padded = jnp.pad(image, max_shift)

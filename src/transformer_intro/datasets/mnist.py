@@ -533,6 +533,8 @@ def _describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, http.client.IncompleteRead):
         return "connection closed before the end of the file"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
     if isinstance(exc, (http.client.RemoteDisconnected, ConnectionError)):
         return "connection closed by the server"
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
