@@ -355,7 +355,7 @@ def tfds_offline_guard(monkeypatch, tmp_path: Path):
 
 
 @pytest.mark.parametrize("kind", ["png-batched", "array-list"])
-def test_prepared_tfds_copy_is_read(tfds_offline_guard, monkeypatch, kind: str) -> None:
+def test_prepared_tfds_copy_is_read(tfds_offline_guard, monkeypatch, tmp_path: Path, kind: str) -> None:
     tfds = tfds_offline_guard
     rng = np.random.default_rng(1)
     n = 23
@@ -372,9 +372,10 @@ def test_prepared_tfds_copy_is_read(tfds_offline_guard, monkeypatch, kind: str) 
         return source
 
     monkeypatch.setattr(tfds.core.DatasetBuilder, "is_prepared", lambda self: True)
+    (tmp_path / "tfds" / "mnist").mkdir(parents=True)
     with tfds.testing.mock_data(num_examples=n, as_data_source_fn=as_data_source):
         start = time.perf_counter()
-        got_images, got_labels = load_mnist("test")
+        got_images, got_labels = load_mnist("test", tfds_data_dir=tmp_path / "tfds")
         elapsed = time.perf_counter() - start
 
     assert requested == [("mnist", "test")]
@@ -391,13 +392,15 @@ def test_prepared_tfds_copy_is_read(tfds_offline_guard, monkeypatch, kind: str) 
 def test_unprepared_tfds_is_never_prepared_and_the_download_comes_next(
     tfds_offline_guard, monkeypatch, tmp_path: Path
 ) -> None:
-    """tensorflow-datasets would need TensorFlow to prepare MNIST: an empty TFDS folder is
-    skipped without asking it, and the download into the cache is the next source."""
+    """tensorflow-datasets would need TensorFlow to prepare MNIST: an unprepared copy is skipped
+    without asking it to prepare one, and the download into the cache is the next source."""
     asked = []
     monkeypatch.setattr(data, "download_split", lambda split, **kw: asked.append(split) or (tmp_path / "none"))
-    with pytest.raises(MNISTFileNotFoundError, match="download cache"):
-        load_mnist("test", tfds_data_dir=tmp_path / "tfds")
-    assert asked == ["test"]
+    for folder in (tmp_path / "empty", tmp_path / "started"):
+        (tmp_path / "started" / "mnist").mkdir(parents=True, exist_ok=True)  # a folder, nothing prepared
+        with pytest.raises(MNISTFileNotFoundError, match="download cache"):
+            load_mnist("test", tfds_data_dir=folder)
+    assert asked == ["test", "test"]
     assert "tensorflow" not in sys.modules
 
 

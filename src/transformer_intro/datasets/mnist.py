@@ -396,6 +396,13 @@ def _load_prepared_tfds(
     split: str, tfds_data_dir: str | os.PathLike[str] | None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The split from a copy tensorflow-datasets has already prepared, or None if there is none."""
+    folder = Path(tfds_data_dir) if tfds_data_dir is not None else Path(
+        os.environ.get("TFDS_DATA_DIR", "").strip() or Path.home() / "tensorflow_datasets"
+    )
+    if not (folder / "mnist").is_dir():
+        # Nothing prepared there: skip importing tensorflow-datasets (a second or two, and a
+        # logged warning about the empty folder).
+        return None
     try:
         # Imported here: tensorflow_datasets takes ~1 s to import.
         import tensorflow_datasets as tfds
