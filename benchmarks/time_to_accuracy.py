@@ -18,7 +18,7 @@ import ast
 import jax
 
 from transformer_intro import VisionTransformer, count_parameters, get_config
-from transformer_intro.data import load_mnist
+from transformer_intro.datasets import load_mnist
 from transformer_intro.train import DEFAULT_RECIPE, fit
 
 TARGETS = (0.957, 0.98, 0.985)

@@ -1,4 +1,4 @@
-"""Tests for transformer_intro.data: IDX reading/validation, the TFDS fallback, batching."""
+"""Tests for transformer_intro.datasets.mnist: IDX reading/validation, the TFDS fallback, batching."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_intro import data
-from transformer_intro.data import (
+from transformer_intro.datasets import mnist as data
+from transformer_intro.datasets.mnist import (
     SPLIT_SIZES,
     MNISTChecksumError,
     MNISTError,
     MNISTFileNotFoundError,
     MNISTFormatError,
-    MNISTUnavailableError,
     iterate_batches,
     load_idx_split,
     load_mnist,
@@ -299,7 +298,7 @@ def test_no_md5sums_means_no_check(tmp_path: Path) -> None:
 
 def test_importing_data_does_not_import_tfds() -> None:
     code = (
-        "import sys, transformer_intro.data; "
+        "import sys, transformer_intro.datasets.mnist; "
         "bad = [m for m in ('tensorflow_datasets', 'tensorflow') if m in sys.modules]; "
         "print(*bad); sys.exit(1 if bad else 0)"
     )
@@ -308,7 +307,7 @@ def test_importing_data_does_not_import_tfds() -> None:
 
 
 # ---------------------------------------------------------------------------
-# tensorflow-datasets fallback (mocked; never touches the network)
+# A copy prepared by tensorflow-datasets (mocked; never touches the network)
 # ---------------------------------------------------------------------------
 
 
@@ -339,23 +338,24 @@ class FakeArrayRecordSource:
 
 
 @pytest.fixture
-def tfds_offline_guard(monkeypatch):
-    """Unset MNIST_DIR and make sure no test here really downloads anything."""
+def tfds_offline_guard(monkeypatch, tmp_path: Path):
+    """Unset MNIST_DIR, point the cache at tmp_path, and fail any download attempt."""
     tfds = pytest.importorskip("tensorflow_datasets")
     monkeypatch.delenv("MNIST_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     def no_download(*args, **kwargs):
         # pytest.fail raises a BaseException, so `except Exception` in the code
         # under test cannot swallow it.
         pytest.fail("test tried to download MNIST")
 
-    monkeypatch.setattr(data, "_download_host_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(data, "_fetch", no_download)
     monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", no_download)
     return tfds
 
 
 @pytest.mark.parametrize("kind", ["png-batched", "array-list"])
-def test_tfds_path_with_mock_data(tfds_offline_guard, monkeypatch, kind: str) -> None:
+def test_prepared_tfds_copy_is_read(tfds_offline_guard, monkeypatch, tmp_path: Path, kind: str) -> None:
     tfds = tfds_offline_guard
     rng = np.random.default_rng(1)
     n = 23
@@ -371,12 +371,11 @@ def test_tfds_path_with_mock_data(tfds_offline_guard, monkeypatch, kind: str) ->
         requested.append((self.name, split))
         return source
 
-    # Pretend TF is present so the (mocked, no-op) download_and_prepare may run.
-    monkeypatch.setattr(data, "_tensorflow_installed", lambda: True)
-    monkeypatch.setattr(data, "_download_host_reachable", lambda *a, **k: True)
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "is_prepared", lambda self: True)
+    (tmp_path / "tfds" / "mnist").mkdir(parents=True)
     with tfds.testing.mock_data(num_examples=n, as_data_source_fn=as_data_source):
         start = time.perf_counter()
-        got_images, got_labels = load_mnist("test")
+        got_images, got_labels = load_mnist("test", tfds_data_dir=tmp_path / "tfds")
         elapsed = time.perf_counter() - start
 
     assert requested == [("mnist", "test")]
@@ -390,94 +389,19 @@ def test_tfds_path_with_mock_data(tfds_offline_guard, monkeypatch, kind: str) ->
     assert elapsed < 10
 
 
-def test_tfds_default_mock_reaches_data_source(tfds_offline_guard, monkeypatch) -> None:
-    """With TFDS's own random mock, our call sequence reaches as_data_source.
-
-    The default mock cannot serve SkipDecoding without TensorFlow (it would
-    PNG-encode with TF), so we only check the builder steps up to that call.
-    """
-    tfds = tfds_offline_guard
-    monkeypatch.setattr(data, "_tensorflow_installed", lambda: True)
-    monkeypatch.setattr(data, "_download_host_reachable", lambda *a, **k: True)
-    seen = {}
-
-    def fake_records_to_arrays(source):
-        seen["len"] = len(source)
-        seen["record"] = source[0]
-        return np.zeros((1, 28, 28), np.uint8), np.zeros(1, np.int32)
-
-    monkeypatch.setattr(data, "_records_to_arrays", fake_records_to_arrays)
-    with tfds.testing.mock_data(num_examples=7):
-        try:
-            load_mnist("train")
-        except ModuleNotFoundError as exc:  # the mock's TF-based PNG encoder
-            assert "tensorflow" in str(exc)
-    assert seen.get("len") == 7
+def test_unprepared_tfds_is_never_prepared_and_the_download_comes_next(
+    tfds_offline_guard, monkeypatch, tmp_path: Path
+) -> None:
+    """tensorflow-datasets would need TensorFlow to prepare MNIST: an unprepared copy is skipped
+    without asking it to prepare one, and the download into the cache is the next source."""
+    asked = []
+    monkeypatch.setattr(data, "download_split", lambda split, **kw: asked.append(split) or (tmp_path / "none"))
+    for folder in (tmp_path / "empty", tmp_path / "started"):
+        (tmp_path / "started" / "mnist").mkdir(parents=True, exist_ok=True)  # a folder, nothing prepared
+        with pytest.raises(MNISTFileNotFoundError, match="download cache"):
+            load_mnist("test", tfds_data_dir=folder)
+    assert asked == ["test", "test"]
     assert "tensorflow" not in sys.modules
-
-
-def test_offline_failure_is_fast_and_clear(tfds_offline_guard, monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(data, "_tensorflow_installed", lambda: True)
-    start = time.perf_counter()
-    with pytest.raises(MNISTUnavailableError) as err:
-        load_mnist("train", tfds_data_dir=tmp_path / "tfds")
-    elapsed = time.perf_counter() - start
-    message = str(err.value)
-    assert "MNIST could not be loaded" in message
-    assert "MNIST_DIR" in message and "internet" in message
-    assert "\n" not in message
-    # Raised `from None`: no chained tfds traceback.
-    assert err.value.__cause__ is None and err.value.__suppress_context__
-    assert elapsed < 10
-
-
-def test_missing_tensorflow_fails_before_download(tfds_offline_guard, monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(data, "_tensorflow_installed", lambda: False)
-    monkeypatch.setattr(
-        data, "_download_host_reachable", lambda *a, **k: pytest.fail("should not probe network")
-    )
-    with pytest.raises(MNISTUnavailableError, match="MNIST_DIR.*TensorFlow") as err:
-        load_mnist("test", tfds_data_dir=tmp_path / "tfds")
-    assert err.value.__cause__ is None
-
-
-def test_real_environment_failure_is_fast(monkeypatch, tmp_path: Path) -> None:
-    """Unmocked: in an environment that cannot prepare MNIST, failing takes seconds."""
-    pytest.importorskip("tensorflow_datasets")
-    if data._tensorflow_installed() and data._download_host_reachable():
-        pytest.skip("TensorFlow and network available: this would really download MNIST")
-    monkeypatch.delenv("MNIST_DIR", raising=False)
-    start = time.perf_counter()
-    with pytest.raises(MNISTUnavailableError, match="MNIST_DIR"):
-        load_mnist("test", tfds_data_dir=tmp_path / "tfds")
-    assert time.perf_counter() - start < 10
-
-
-def test_download_probe_times_out_on_hanging_connect(monkeypatch) -> None:
-    def hang(*args, **kwargs):
-        time.sleep(30)
-
-    monkeypatch.setattr(data.socket, "create_connection", hang)
-    start = time.perf_counter()
-    assert data._download_host_reachable(timeout=0.3) is False
-    assert time.perf_counter() - start < 2
-
-
-def test_download_probe_success(monkeypatch) -> None:
-    class FakeConnection:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    calls = []
-    monkeypatch.setattr(
-        data.socket, "create_connection", lambda addr, timeout: calls.append(addr) or FakeConnection()
-    )
-    monkeypatch.setattr(data.urllib.request, "getproxies", lambda: {})
-    assert data._download_host_reachable(timeout=1.0) is True
-    assert calls == [data._TFDS_DOWNLOAD_HOST]
 
 
 # ---------------------------------------------------------------------------

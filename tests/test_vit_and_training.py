@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 from transformer_intro import CONFIGS, VisionTransformer, ViTConfig, count_parameters
-from transformer_intro.train import History, TrainConfig, evaluate, fit, load_checkpoint, save_checkpoint
+from transformer_intro.datasets.mnist import random_shift
+from transformer_intro.train import (
+    History, TrainConfig, epoch_keys, epoch_order, evaluate, fit, load_checkpoint, random_shifts, save_checkpoint,
+    shift_images, training_batch,
+)
 
 TINY = ViTConfig(patch_size=7, dim=16, num_heads=2, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=32)
 
@@ -118,6 +122,10 @@ def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
     again, _ = fit(init, (images, labels), None, config, progress=False)
     for a, b in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(again)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The negative control: another seed draws other batches and shifts, and ends elsewhere.
+    other, _ = fit(init, (images, labels), None, config.replace(seed=1), progress=False)
+    assert not all(np.array_equal(np.asarray(a), np.asarray(b))
+                   for a, b in zip(jax.tree_util.tree_leaves(other), jax.tree_util.tree_leaves(straight)))
 
     path = tmp_path / "run.eqx"
     _, partial = fit(init, (images, labels), None, config, checkpoint_path=path, stop_after_epochs=1, progress=False)
@@ -221,3 +229,63 @@ def test_checkpoint_loads_into_a_model_of_the_callers_making(tmp_path):
     loaded, _, _ = load_checkpoint(path, model_like=like)
     np.testing.assert_array_equal(np.asarray(loaded.head.layers[0].weight), np.asarray(model.head.layers[0].weight))
     assert not np.allclose(like.head.layers[0].weight, model.head.layers[0].weight)
+
+
+# ---------------------------------------------------------------------------------------------
+# The on-device input pipeline
+# ---------------------------------------------------------------------------------------------
+
+
+def shift_by_hand(image, row, col, max_shift):
+    """The window of the zero-padded image whose top-left corner is at (row, col)."""
+    height, width = image.shape
+    return np.pad(image, max_shift)[row : row + height, col : col + width]
+
+
+def test_device_shift_equals_the_numpy_shift_for_the_same_offsets():
+    rng = np.random.default_rng(0)
+    images = rng.integers(1, 256, (12, 10, 10), dtype=np.uint8)
+    reference = random_shift(images, 2, np.random.default_rng(3))
+    draws = np.random.default_rng(3)  # the same generator: random_shift draws the rows, then the columns
+    rows, cols = draws.integers(0, 5, 12), draws.integers(0, 5, 12)
+    shifted = np.asarray(shift_images(jnp.asarray(images), jnp.stack([rows, cols], axis=1), 2))
+    np.testing.assert_array_equal(shifted, reference)
+    for image, out, row, col in zip(images, shifted, rows, cols):
+        np.testing.assert_array_equal(out, shift_by_hand(image, row, col, 2))
+    # Negative control: rows and columns swapped is another translation, which the check tells apart.
+    swapped = np.asarray(shift_images(jnp.asarray(images), jnp.stack([cols, rows], axis=1), 2))
+    assert not np.array_equal(swapped, reference)
+    # Offsets (2, 2) leave the image in place; max_shift 0 is no shift at all.
+    np.testing.assert_array_equal(shift_images(jnp.asarray(images), jnp.full((12, 2), 2), 2), images)
+    assert random_shifts(jax.random.PRNGKey(0), images, 0) is images
+    with pytest.raises(ValueError, match="max_shift"):
+        random_shifts(jax.random.PRNGKey(0), images, 5)
+
+
+def test_each_epoch_gets_a_fresh_permutation_and_fresh_shifts():
+    n, batch_size, max_shift = 50, 8, 2
+    rng = np.random.default_rng(1)
+    images = jnp.asarray(rng.integers(1, 256, (n, 12, 12), dtype=np.uint8))
+    labels = jnp.arange(n, dtype=jnp.int32)  # a label names its image
+    orders = [np.asarray(epoch_order(epoch_keys(0, epoch)[0], n, batch_size)) for epoch in range(2)]
+    for order in orders:
+        assert order.shape == (6, 8)
+        assert len(set(order.ravel())) == 48 and order.min() >= 0 and order.max() < n
+    assert not np.array_equal(orders[0], orders[1])
+    np.testing.assert_array_equal(np.asarray(epoch_order(epoch_keys(0, 1)[0], n, batch_size)), orders[1])
+    assert not np.array_equal(np.asarray(epoch_order(epoch_keys(1, 1)[0], n, batch_size)), orders[1])
+
+    def batch(epoch, step, order=orders[0]):
+        out_images, out_labels = training_batch(images, labels, jnp.asarray(order), epoch_keys(0, epoch)[1], step, max_shift)
+        return np.asarray(out_images), np.asarray(out_labels)
+
+    first, first_labels = batch(0, 0)
+    np.testing.assert_array_equal(first_labels, orders[0][0])
+    # Every image is its own original, translated by some offset within the range.
+    for image, label in zip(first, first_labels):
+        assert any(np.array_equal(image, shift_by_hand(np.asarray(images[label]), r, c, max_shift))
+                   for r in range(5) for c in range(5))
+    np.testing.assert_array_equal(batch(0, 0)[0], first)  # same (seed, epoch, step): same shifts
+    # The same examples in another epoch, or at another step, are shifted afresh.
+    assert not np.array_equal(batch(1, 0)[0], first)
+    assert not np.array_equal(batch(0, 1, order=np.roll(orders[0], 1, axis=0))[0], first)

@@ -1,5 +1,9 @@
 """Training a classifier: an Optax optimiser with a schedule, a jitted train step, evaluation on a
-whole split, a progress bar, a per-epoch history, and checkpoints that resume exactly."""
+whole split, a progress bar, a per-epoch history, and checkpoints that resume exactly.
+
+The training split lives on the device for the whole of `fit`: each epoch's shuffle and each batch's
+random shifts are drawn with `jax.random` and applied inside the compiled step, so the host only
+launches steps (on a GPU, NumPy batching on the host left the device idle most of the time)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import equinox as eqx
 import jax
@@ -19,7 +23,6 @@ import optax
 from jaxtyping import Array, Float, Int
 from tqdm import tqdm  # plain text bar: no widget JavaScript, identical in a terminal and a notebook
 
-from .data import iterate_batches
 from .vit import VisionTransformer, ViTConfig, get_config
 
 
@@ -35,7 +38,7 @@ class TrainConfig:
     warmup_steps: int = 0
     schedule: str = "cosine"  # "cosine" (warm-up then cosine decay to zero) or "constant"
     clip_norm: float | None = None
-    max_shift: int = 0  # augmentation: move each training image by up to this many pixels (data.random_shift)
+    max_shift: int = 0  # augmentation: move each training image by up to this many pixels (shift_images)
     seed: int = 0
     eval_batch_size: int = 1000
 
@@ -122,6 +125,79 @@ def train_step(model, opt_state, images, labels, optimizer, micro_batch_size: in
     loss, accuracy, grads = batch_gradients(model, images, labels, micro_batch_size)
     model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
     return model, opt_state, loss, accuracy
+
+
+# ---------------------------------------------------------------------------------------------
+# The on-device input pipeline
+# ---------------------------------------------------------------------------------------------
+
+
+def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> Array:
+    """Translate image i of a (B, H, W) batch so that its (H, W) window starts at row ``offsets[i, 0]``
+    and column ``offsets[i, 1]`` of the image padded with ``max_shift`` zeros on every side.
+
+    Offsets run from 0 to ``2 * max_shift``; ``(max_shift, max_shift)`` leaves the image where it is.
+    The same translation as `transformer_intro.datasets.mnist.random_shift`, on the device.
+    """
+    if images.ndim != 3:
+        raise ValueError(f"expected images of shape (B, H, W), got {images.shape}")
+    height, width = images.shape[1:]
+    if max_shift < 0 or 2 * max_shift >= min(height, width):
+        raise ValueError(f"max_shift must be in [0, {(min(height, width) - 1) // 2}] for {height}x{width} "
+                         f"images, got {max_shift}")
+
+    def crop(image, offset):
+        padded = jnp.pad(image, max_shift)
+        return jax.lax.dynamic_slice(padded, (offset[0], offset[1]), (height, width))
+
+    return jax.vmap(crop)(images, offsets)
+
+
+def random_shifts(key: Array, images: Array, max_shift: int) -> Array:
+    """Move each image of a (B, H, W) batch by its own random whole-pixel offset in
+    ``[-max_shift, max_shift]`` along each axis, filling the uncovered border with zeros.
+
+    A patch-based model has no built-in translation invariance: a digit moved by two pixels falls
+    on the patch grid differently and meets different position embeddings. Showing it shifted
+    copies teaches what a convolution would have known.
+    """
+    if max_shift == 0:
+        return images
+    offsets = jax.random.randint(key, (images.shape[0], 2), 0, 2 * max_shift + 1)
+    return shift_images(images, offsets, max_shift)
+
+
+def epoch_keys(seed: int, epoch: int) -> tuple[Array, Array]:
+    """The keys of one epoch's shuffle and of its shifts, from ``(seed, epoch)`` alone: a resumed
+    run replays exactly the batches an uninterrupted one would have seen."""
+    order_key, shift_key = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), epoch))
+    return order_key, shift_key
+
+
+def epoch_order(key: Array, n: int, batch_size: int) -> Int[Array, "S B"]:
+    """A random permutation of ``n`` examples cut into ``n // batch_size`` full batches of indices
+    (the leftover examples sit out this epoch; fixed shapes compile once)."""
+    steps = n // batch_size
+    return jax.random.permutation(key, n)[: steps * batch_size].reshape(steps, batch_size)
+
+
+def training_batch(images, labels, order, shift_key, step, max_shift: int):
+    """Batch ``step`` of an epoch: its examples gathered on the device, shifted with a key folded
+    from the epoch's shift key and the step."""
+    indices = order[step]
+    batch = random_shifts(jax.random.fold_in(shift_key, step), images[indices], max_shift)
+    return batch, labels[indices]
+
+
+@eqx.filter_jit
+def _epoch_step(model, opt_state, step, images, labels, order, shift_key, optimizer, max_shift: int,
+                micro_batch_size: int | None):
+    """`train_step` on batch ``step`` of the epoch, the batch cut from the device-resident split.
+    ``step`` is a device scalar that comes back incremented, so the host sends nothing per step."""
+    batch_images, batch_labels = training_batch(images, labels, order, shift_key, step, max_shift)
+    loss, accuracy, grads = batch_gradients(model, batch_images, batch_labels, micro_batch_size)
+    model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
+    return model, opt_state, step + 1, loss, accuracy
 
 
 @eqx.filter_jit
@@ -287,8 +363,9 @@ def fit(
     stopped, into the history's ``eval_*`` lists: how fast the accuracy rises, in steps and seconds.
 
     With ``checkpoint_path`` the model, optimiser state and history are saved after every epoch;
-    ``resume=True`` continues from that file, and because batches are shuffled from
-    ``(seed, epoch)`` alone, a resumed run reaches exactly the parameters of an uninterrupted one.
+    ``resume=True`` continues from that file, and because batches are shuffled and shifted from
+    ``(seed, epoch)`` alone (`epoch_keys`), a resumed run reaches exactly the parameters of an
+    uninterrupted one. The training split is copied to the device once; batches never leave it.
     ``stop_after_epochs`` ends the call early (to demonstrate resuming) without changing the schedule.
     """
     images, labels = train_data
@@ -306,15 +383,20 @@ def fit(
         first_epoch = header["epochs_done"]
     last_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, first_epoch + stop_after_epochs)
     elapsed = history.train_seconds[-1] if history.train_seconds else 0.0
+    # One copy of the training split on the device; every batch is gathered from it there.
+    device_images, device_labels = jax.device_put(images), jax.device_put(np.asarray(labels, np.int32))
     bar = tqdm(total=steps_per_epoch * (last_epoch - first_epoch), disable=not progress, unit="step",
                desc="training", mininterval=1.0)
     for epoch in range(first_epoch, last_epoch):
         start = time.perf_counter()
         losses, accuracies = [], []
-        for batch_images, batch_labels in iterate_batches(images, labels, config.batch_size, seed=config.seed, epoch=epoch,
-                                                           max_shift=config.max_shift):
-            model, opt_state, loss, accuracy = train_step(
-                model, opt_state, batch_images, batch_labels, optimizer, config.micro_batch_size)
+        order_key, shift_key = epoch_keys(config.seed, epoch)
+        order = epoch_order(order_key, len(images), config.batch_size)
+        step_in_epoch = jnp.zeros((), jnp.int32)
+        for _ in range(steps_per_epoch):
+            model, opt_state, step_in_epoch, loss, accuracy = _epoch_step(
+                model, opt_state, step_in_epoch, device_images, device_labels, order, shift_key, optimizer,
+                config.max_shift, config.micro_batch_size)
             losses.append(loss)
             accuracies.append(accuracy)
             bar.update()

@@ -1,2 +1,7 @@
 """The data sets the book trains on, each in its own module: where it comes from, how it is
 checked, and how it becomes arrays of tokens or pixels."""
+
+from .mnist import (
+    MNISTChecksumError, MNISTDownloadError, MNISTError, MNISTFileNotFoundError, MNISTFormatError,
+    MNISTUnavailableError, load_mnist,
+)
