@@ -37,9 +37,10 @@ execute: $(STAMP)
 	for nb in book/*.ipynb; do \
 		echo "executing $$nb"; $(BIN)/jupyter execute --inplace --timeout=1800 "$$nb" || exit 1; \
 	done
+	$(BIN)/python scripts/tidy_outputs.py book/*.ipynb
 
 # Open the chapters in JupyterLab; the project's kernel (python3 in .venv) runs them.
-# JupyterLab on the chapters with the project's kernel (Jupyter refuses root unless told).
+# (Jupyter refuses to run as root unless told, as in a container.)
 lab: $(STAMP)
 	$(BIN)/jupyter lab book/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 

@@ -10,6 +10,8 @@ from .attention import (
     to_equinox,
 )
 from .block import TransformerBlock
+from .encoder_decoder import DecoderLayer, EncoderDecoder
+from .language_model import LanguageModel, LMConfig
 from .mlp import MLP
 from .normalisation import LayerNorm
 from .positions import PositionEmbedding, rotate_pairs, sinusoidal_embeddings
@@ -19,7 +21,7 @@ from .vit import CONFIGS, ViTConfig, VisionTransformer, count_parameters, get_co
 __all__ = [
     "MultiHeadAttention", "MultiHeadSelfAttention", "SelfAttention", "SharedProjectionAttention", "attend", "attention_weights",
     "causal_mask", "dot_product_attention_weights", "from_equinox", "padding_mask", "qkv_attention",
-    "qkv_weights", "to_equinox", "TransformerBlock", "MLP", "LayerNorm", "PositionEmbedding", "rotate_pairs",
+    "qkv_weights", "to_equinox", "TransformerBlock", "DecoderLayer", "EncoderDecoder", "LanguageModel", "LMConfig", "MLP", "LayerNorm", "PositionEmbedding", "rotate_pairs",
     "sinusoidal_embeddings", "ContinuousTokeniser", "DiscreteTokeniser", "PatchTokeniser", "Vocabulary", "patchify",
     "CONFIGS", "ViTConfig", "VisionTransformer", "count_parameters", "get_config",
 ]
