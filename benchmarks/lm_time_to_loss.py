@@ -10,7 +10,6 @@ every ``--eval-every`` steps with the clock stopped. Run it alone on the machine
 from __future__ import annotations
 
 import argparse
-import ast
 
 import jax
 
@@ -21,18 +20,9 @@ from transformer_intro.language_model import (
     train_language_model,
 )
 
+from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
+
 TARGETS = (1.88, 1.75)
-
-
-def parse_overrides(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        name, _, value = pair.partition("=")
-        try:
-            out[name] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[name] = value
-    return out
 
 
 def main() -> None:
