@@ -52,14 +52,24 @@ class TensorFlowRunner:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=6.0, help="timed seconds per contender per round")
-    parser.add_argument("--xla", action="store_true", help="also time TensorFlow with jit_compile=True")
-    parser.add_argument("--jax-micro-batch", type=int, default=16,
-                        help="also time JAX accumulating gradients over micro-batches of this size, for batch "
-                             "sizes above it (the same update as the whole batch; 0 to skip)")
+    parser.add_argument(
+        "--seconds", type=float, default=6.0, help="timed seconds per contender per round"
+    )
+    parser.add_argument(
+        "--xla", action="store_true", help="also time TensorFlow with jit_compile=True"
+    )
+    parser.add_argument(
+        "--jax-micro-batch",
+        type=int,
+        default=16,
+        help="also time JAX accumulating gradients over micro-batches of this size, for batch "
+        "sizes above it (the same update as the whole batch; 0 to skip)",
+    )
     args = parser.parse_args()
 
     for batch_size in args.batch_sizes:
@@ -69,7 +79,8 @@ def main() -> None:
         contenders["jax (transformer_intro)"] = JaxRunner("reference", batch_size)
         if 0 < args.jax_micro_batch < batch_size:
             contenders[f"jax, micro-batches of {args.jax_micro_batch}"] = JaxRunner(
-                "reference", batch_size, micro_batch_size=args.jax_micro_batch)
+                "reference", batch_size, micro_batch_size=args.jax_micro_batch
+            )
         steps = {name: steps_for(r, args.seconds) for name, r in contenders.items()}
         rates = {name: [] for name in contenders}
         products = []
@@ -80,17 +91,23 @@ def main() -> None:
         products = {case: float(np.median([p[case] for p in products])) for case in products[0]}
         flops = train_step_flops_per_image("reference", batch_size)
         baseline = np.median(rates["tensorflow"])
-        print(f"\nbatch size {batch_size} ({args.rounds} interleaved rounds, median images/s; "
-              f"{flops / 1e9:.2f} GFLOP per image)")
+        print(
+            f"\nbatch size {batch_size} ({args.rounds} interleaved rounds, median images/s; "
+            f"{flops / 1e9:.2f} GFLOP per image)"
+        )
         for name, values in rates.items():
             median = np.median(values)
-            print(f"  {name:26s} {median:8.1f} images/s   ratio to tensorflow {median / baseline:5.2f}x"
-                  f"   (range {min(values):.1f}-{max(values):.1f})   {median * flops / 1e9:5.0f} GFLOP/s")
+            print(
+                f"  {name:26s} {median:8.1f} images/s   ratio to tensorflow {median / baseline:5.2f}x"
+                f"   (range {min(values):.1f}-{max(values):.1f})   {median * flops / 1e9:5.0f} GFLOP/s"
+            )
         print_peak_table(products, batch_size)
         peak = best_rate(products, "float32")
         needed = 2 * baseline * flops / 1e9
-        print(f"  twice tensorflow, {2 * baseline:.0f} images/s, needs {needed:.0f} GFLOP/s sustained: "
-              f"{needed / peak:.0%} of the best float32 product rate above ({peak:.0f} GFLOP/s)")
+        print(
+            f"  twice tensorflow, {2 * baseline:.0f} images/s, needs {needed:.0f} GFLOP/s sustained: "
+            f"{needed / peak:.0%} of the best float32 product rate above ({peak:.0f} GFLOP/s)"
+        )
 
 
 if __name__ == "__main__":

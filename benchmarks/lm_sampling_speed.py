@@ -15,7 +15,9 @@ from transformer_intro.language_model import load_language_model, time_generatio
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--characters", type=int, default=1000)
     parser.add_argument("--checkpoint", default="book/checkpoints/shakespeare_lm.eqx")
     parser.add_argument("--prompt", default="ROMEO.\n")
@@ -23,11 +25,15 @@ def main() -> None:
     model, vocabulary, _ = load_language_model(args.checkpoint)
     prompt = vocabulary.encode(args.prompt)
     key = jax.random.PRNGKey(0)
-    seconds = {cache: time_generation(model, prompt, args.characters, key, cache=cache, top_k=10)
-               for cache in (True, False)}
+    seconds = {
+        cache: time_generation(model, prompt, args.characters, key, cache=cache, top_k=10)
+        for cache in (True, False)
+    }
     print(f"{args.characters} characters, window {model.config.window}:")
     for cache, label in ((True, "with the cache"), (False, "without the cache")):
-        print(f"  {label:18s} {seconds[cache]:.3f} s  ({args.characters / seconds[cache]:,.0f} characters/s)")
+        print(
+            f"  {label:18s} {seconds[cache]:.3f} s  ({args.characters / seconds[cache]:,.0f} characters/s)"
+        )
     print(f"  speed-up {seconds[False] / seconds[True]:.1f}x")
 
 

@@ -31,15 +31,21 @@ def _product(layout: str):
     """A jitted product of two (rows, cols) operands in one of the layouts a dense layer meets."""
     contract = {
         "x @ w": lambda x, w: jnp.dot(x, w, preferred_element_type=jnp.float32),  # forward
-        "g @ w.T": lambda g, w: jnp.dot(g, w.T, preferred_element_type=jnp.float32),  # input gradient
-        "x.T @ g": lambda x, g: jnp.dot(x.T, g, preferred_element_type=jnp.float32),  # weight gradient
+        "g @ w.T": lambda g, w: jnp.dot(
+            g, w.T, preferred_element_type=jnp.float32
+        ),  # input gradient
+        "x.T @ g": lambda x, g: jnp.dot(
+            x.T, g, preferred_element_type=jnp.float32
+        ),  # weight gradient
     }[layout]
     return jax.jit(contract)
 
 
 def matmul_shapes(layout: str, m: int, k: int, n: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """Operand shapes for an (m, k) x (k, n) product written in ``layout``."""
-    return {"x @ w": ((m, k), (k, n)), "g @ w.T": ((m, k), (n, k)), "x.T @ g": ((k, m), (k, n))}[layout]
+    return {"x @ w": ((m, k), (k, n)), "g @ w.T": ((m, k), (n, k)), "x.T @ g": ((k, m), (k, n))}[
+        layout
+    ]
 
 
 def matmul_gflops(layout: str, m: int, k: int, n: int, dtype: str, seconds: float = 0.5) -> float:
@@ -99,14 +105,20 @@ def best_rate(table: dict[tuple[str, str], float], dtype: str) -> float:
 
 
 def print_peak_table(table: dict[tuple[str, str], float], batch_size: int) -> None:
-    print(f"\nmatrix products on {os.cpu_count()} CPU cores, shapes of batch {batch_size} "
-          "(median GFLOP/s; bfloat16 operands accumulate in float32)")
+    print(
+        f"\nmatrix products on {os.cpu_count()} CPU cores, shapes of batch {batch_size} "
+        "(median GFLOP/s; bfloat16 operands accumulate in float32)"
+    )
     for case in dict.fromkeys(case for case, _ in table):
-        print(f"  {case:40s} float32 {table[case, 'float32']:6.0f}   bfloat16 {table[case, 'bfloat16']:6.0f}")
+        print(
+            f"  {case:40s} float32 {table[case, 'float32']:6.0f}   bfloat16 {table[case, 'bfloat16']:6.0f}"
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -114,8 +126,12 @@ def main() -> None:
     print_peak_table(table, args.batch_size)
     flops = train_step_flops_per_image("reference", args.batch_size)
     peak = best_rate(table, "float32")
-    print(f"\n`reference` train step: {flops / 1e9:.2f} GFLOP per image (XLA's count, forward + backward)")
-    print(f"  at the best float32 rate above, even with no other work: {peak * 1e9 / flops:.0f} images/s at most")
+    print(
+        f"\n`reference` train step: {flops / 1e9:.2f} GFLOP per image (XLA's count, forward + backward)"
+    )
+    print(
+        f"  at the best float32 rate above, even with no other work: {peak * 1e9 / flops:.0f} images/s at most"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,14 @@ class _VmapModel(eqx.Module):
 class JaxRunner:
     """A compiled train step of a package model on one fixed random batch of MNIST-shaped data."""
 
-    def __init__(self, config: str, batch_size: int, *, layout: str = "batched", micro_batch_size: int | None = None):
+    def __init__(
+        self,
+        config: str,
+        batch_size: int,
+        *,
+        layout: str = "batched",
+        micro_batch_size: int | None = None,
+    ):
         model = VisionTransformer(config, key=jax.random.PRNGKey(0))
         self.model = _VmapModel(model) if layout == "vmap" else model
         self.optimizer = make_optimizer(TrainConfig(), total_steps=100_000)
@@ -48,7 +55,13 @@ class JaxRunner:
         start = time.perf_counter()
         for _ in range(steps):
             self.model, self.opt_state, loss, _ = train_step(
-                self.model, self.opt_state, self.images, self.labels, self.optimizer, self.micro_batch_size)
+                self.model,
+                self.opt_state,
+                self.images,
+                self.labels,
+                self.optimizer,
+                self.micro_batch_size,
+            )
         jax.block_until_ready(loss)
         return time.perf_counter() - start
 
@@ -59,21 +72,34 @@ def steps_for(runner, seconds: float) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default="reference")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per layout per round")
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="timed seconds per layout per round"
+    )
     parser.add_argument("--layouts", nargs="+", default=["batched"], choices=["batched", "vmap"])
-    parser.add_argument("--micro-batch-sizes", type=int, nargs="+", default=[0],
-                        help="gradient-accumulation chunk sizes to compare (0: none)")
+    parser.add_argument(
+        "--micro-batch-sizes",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="gradient-accumulation chunk sizes to compare (0: none)",
+    )
     args = parser.parse_args()
     model = VisionTransformer(args.config, key=jax.random.PRNGKey(0))
     print(f"config={args.config} parameters={count_parameters(model):,} devices={jax.devices()}")
     for batch_size in args.batch_sizes:
         runners = {
-            f"{layout}/{micro or batch_size}": JaxRunner(args.config, batch_size, layout=layout, micro_batch_size=micro or None)
-            for layout in args.layouts for micro in args.micro_batch_sizes if not micro or micro <= batch_size
+            f"{layout}/{micro or batch_size}": JaxRunner(
+                args.config, batch_size, layout=layout, micro_batch_size=micro or None
+            )
+            for layout in args.layouts
+            for micro in args.micro_batch_sizes
+            if not micro or micro <= batch_size
         }
         steps = {k: steps_for(r, args.seconds) for k, r in runners.items()}
         rates = {k: [] for k in runners}
@@ -83,8 +109,11 @@ def main() -> None:
         for k, values in rates.items():
             first = next(iter(rates))
             ratio = np.median(values) / np.median(rates[first])
-            print(f"batch {batch_size:4d}  layout/micro-batch {k:12s}  {np.median(values):8.1f} images/s  "
-                  f"(ratio to {first}: {ratio:.2f}x)", flush=True)
+            print(
+                f"batch {batch_size:4d}  layout/micro-batch {k:12s}  {np.median(values):8.1f} images/s  "
+                f"(ratio to {first}: {ratio:.2f}x)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -15,21 +15,24 @@ from __future__ import annotations
 import argparse
 
 import jax
+from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
 
 from transformer_intro import VisionTransformer, count_parameters, get_config
 from transformer_intro.datasets import load_mnist
 from transformer_intro.train import DEFAULT_RECIPE, fit
 
-from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
-
 TARGETS = (0.957, 0.98, 0.985)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default="default")
     parser.add_argument("--set", nargs="*", default=[], help="ViTConfig overrides, name=value")
-    parser.add_argument("--train", nargs="*", default=[], help="TrainConfig overrides of DEFAULT_RECIPE, name=value")
+    parser.add_argument(
+        "--train", nargs="*", default=[], help="TrainConfig overrides of DEFAULT_RECIPE, name=value"
+    )
     parser.add_argument("--eval-every", type=int, default=100, help="steps between evaluations")
     args = parser.parse_args()
 
@@ -37,20 +40,34 @@ def main() -> None:
     train_config = DEFAULT_RECIPE.replace(**parse_overrides(args.train))
     train_data, test_data = load_mnist("train"), load_mnist("test")
     model = VisionTransformer(model_config, key=jax.random.PRNGKey(train_config.seed))
-    print(f"model: {model_config}\ntrain: {train_config}\nparameters: {count_parameters(model):,}", flush=True)
+    print(
+        f"model: {model_config}\ntrain: {train_config}\nparameters: {count_parameters(model):,}",
+        flush=True,
+    )
 
     _, history = fit(model, train_data, test_data, train_config, eval_every=args.eval_every)
     steps_per_epoch = len(train_data[0]) // train_config.batch_size
-    for step, seconds, accuracy in zip(history.eval_step, history.eval_seconds, history.eval_accuracy):
-        print(f"step {step:6d}  epoch {step / steps_per_epoch:5.2f}  train {seconds:7.1f} s  test accuracy {accuracy:.4f}")
+    for step, seconds, accuracy in zip(
+        history.eval_step, history.eval_seconds, history.eval_accuracy
+    ):
+        print(
+            f"step {step:6d}  epoch {step / steps_per_epoch:5.2f}  train {seconds:7.1f} s  test accuracy {accuracy:.4f}"
+        )
     total_seconds = history.train_seconds[-1]
     print(f"images/s (training): {history.images_per_second:.0f}")
     for target in TARGETS:
         first, held = history.first_reached(target), history.held_from(target)
-        when = "not reached" if first is None else (
-            f"{first[1]:.1f} s (step {first[0]}); never lost again from {held[1]:.1f} s (step {held[0]})")
+        when = (
+            "not reached"
+            if first is None
+            else (
+                f"{first[1]:.1f} s (step {first[0]}); never lost again from {held[1]:.1f} s (step {held[0]})"
+            )
+        )
         print(f"time to {100 * target:.1f}% test accuracy: {when}")
-    print(f"final test accuracy: {history.test_accuracy[-1]:.4f} after {total_seconds:.1f} s of training")
+    print(
+        f"final test accuracy: {history.test_accuracy[-1]:.4f} after {total_seconds:.1f} s of training"
+    )
 
 
 if __name__ == "__main__":

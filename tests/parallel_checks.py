@@ -14,14 +14,25 @@ import time
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from transformer_intro.parallel import (
-    SMALL_VIT, TENSOR_PARALLEL_RULES, data_parallel_rules, fully_sharded_rules, init_sharded, make_mesh,
-    rules_from_table, shard_batch, shard_map_gradients, shard_map_step, shard_params, sharded_gradients,
-    sharded_step, synthetic_batches, train_sharded,
+    SMALL_VIT,
+    TENSOR_PARALLEL_RULES,
+    data_parallel_rules,
+    fully_sharded_rules,
+    init_sharded,
+    make_mesh,
+    rules_from_table,
+    shard_batch,
+    shard_map_gradients,
+    shard_map_step,
+    shard_params,
+    sharded_gradients,
+    sharded_step,
+    synthetic_batches,
+    train_sharded,
 )
 from transformer_intro.train import TrainConfig, loss_and_accuracy, make_optimizer, optimizer_step
 from transformer_intro.vit import VisionTransformer
@@ -30,12 +41,18 @@ STEPS, BATCH = 5, 32
 
 
 def params_of(model):
-    return [np.asarray(x) for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))]
+    return [
+        np.asarray(x) for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    ]
 
 
 def max_difference(a, b) -> float:
-    return float(max(np.abs(np.asarray(x) - np.asarray(y)).max() for x, y in zip(jax.tree_util.tree_leaves(a),
-                                                                                   jax.tree_util.tree_leaves(b))))
+    return float(
+        max(
+            np.abs(np.asarray(x) - np.asarray(y)).max()
+            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+        )
+    )
 
 
 def relative_to_largest(a, b) -> float:
@@ -46,8 +63,12 @@ def relative_to_largest(a, b) -> float:
 
 def max_relative_difference(a, b) -> float:
     """Largest |a - b| over a parameter, relative to that parameter's largest |b|."""
-    return float(max(np.abs(np.asarray(x) - np.asarray(y)).max() / np.abs(np.asarray(y)).max()
-                     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))))
+    return float(
+        max(
+            np.abs(np.asarray(x) - np.asarray(y)).max() / np.abs(np.asarray(y)).max()
+            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+        )
+    )
 
 
 def shard_shapes(array) -> list[list[int]]:
@@ -64,7 +85,9 @@ def main() -> dict:
     # The reference: the package's own single-device step, on device 0.
     reference, opt_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     for images, labels in batches:
-        reference, opt_state, _, _ = optimizer_step(reference, opt_state, optimizer, loss_and_accuracy, images, labels)
+        reference, opt_state, _, _ = optimizer_step(
+            reference, opt_state, optimizer, loss_and_accuracy, images, labels
+        )
     _, _, reference_grads = sharded_gradients(model, loss_and_accuracy, *batches[0])
     reference_grads = eqx.filter(reference_grads, eqx.is_inexact_array)
 
@@ -72,13 +95,28 @@ def main() -> dict:
     # each batch, if its gradients were never reduced across devices.
     alone, opt_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     for images, labels in batches:
-        alone, opt_state, _, _ = optimizer_step(alone, opt_state, optimizer, loss_and_accuracy,
-                                                images[: BATCH // 8], labels[: BATCH // 8])
+        alone, opt_state, _, _ = optimizer_step(
+            alone,
+            opt_state,
+            optimizer,
+            loss_and_accuracy,
+            images[: BATCH // 8],
+            labels[: BATCH // 8],
+        )
     results["no_reduction_params_error"] = max_difference(params_of(alone), params_of(reference))
 
-    meshes = {"dp": make_mesh(8), "tp": make_mesh(4, 2), "fsdp": make_mesh(8), "one_device": make_mesh(1, devices=jax.devices()[:1])}
-    rules = {"dp": data_parallel_rules, "tp": TENSOR_PARALLEL_RULES, "fsdp": fully_sharded_rules,
-             "one_device": data_parallel_rules}
+    meshes = {
+        "dp": make_mesh(8),
+        "tp": make_mesh(4, 2),
+        "fsdp": make_mesh(8),
+        "one_device": make_mesh(1, devices=jax.devices()[:1]),
+    }
+    rules = {
+        "dp": data_parallel_rules,
+        "tp": TENSOR_PARALLEL_RULES,
+        "fsdp": fully_sharded_rules,
+        "one_device": data_parallel_rules,
+    }
 
     images, labels = shard_batch(meshes["dp"], *batches[0])
     results["batch_shard_shapes"] = shard_shapes(images)
@@ -88,15 +126,21 @@ def main() -> dict:
         mesh, rule = meshes[name], rules[name]
         start = time.perf_counter()
         with jax.default_matmul_precision("highest"):
-            trained, trained_opt_state, losses = train_sharded(model, batches, optimizer, mesh, rule)
+            trained, trained_opt_state, losses = train_sharded(
+                model, batches, optimizer, mesh, rule
+            )
             sharded = shard_params(model, mesh, rule)
-            _, _, grads = sharded_gradients(sharded, loss_and_accuracy, *shard_batch(mesh, *batches[0]))
+            _, _, grads = sharded_gradients(
+                sharded, loss_and_accuracy, *shard_batch(mesh, *batches[0])
+            )
         results[f"{name}_seconds"] = time.perf_counter() - start
         results[f"{name}_params_error"] = max_difference(params_of(trained), params_of(reference))
         grads = eqx.filter(grads, eqx.is_inexact_array)
         results[f"{name}_grads_abs_error"] = max_difference(grads, reference_grads)
         results[f"{name}_grads_error"] = relative_to_largest(grads, reference_grads)
-        results[f"{name}_grads_leaf_relative_error"] = max_relative_difference(grads, reference_grads)
+        results[f"{name}_grads_leaf_relative_error"] = max_relative_difference(
+            grads, reference_grads
+        )
         attention = trained.blocks[0].attention
         mlp = trained.blocks[0].mlp
         mu = trained_opt_state[0].mu.blocks[0]
@@ -111,13 +155,22 @@ def main() -> dict:
             "adam_mu_key_projections": shard_shapes(mu.attention.key_projections),
             "adam_mu_mlp_in_weight": shard_shapes(mu.mlp.layers[0].weight),
         }
-        results[f"{name}_spec_key_projections"] = str(trained.blocks[0].attention.key_projections.sharding.spec)
+        results[f"{name}_spec_key_projections"] = str(
+            trained.blocks[0].attention.key_projections.sharding.spec
+        )
 
         # The compiled step: which collectives XLA put in.
         m, o, shardings = init_sharded(model, optimizer, mesh, rule)
-        hlo = sharded_step.lower(m, o, optimizer, loss_and_accuracy, shardings,
-                                 *shard_batch(mesh, *batches[0])).lowered.compile().as_text()
-        results[f"{name}_collectives"] = {op: hlo.count(op) for op in ("all-reduce", "all-gather", "reduce-scatter")}
+        hlo = (
+            sharded_step.lower(
+                m, o, optimizer, loss_and_accuracy, shardings, *shard_batch(mesh, *batches[0])
+            )
+            .lowered.compile()
+            .as_text()
+        )
+        results[f"{name}_collectives"] = {
+            op: hlo.count(op) for op in ("all-reduce", "all-gather", "reduce-scatter")
+        }
 
     # shard_map: the explicit per-device version, and its two classic mistakes.
     mesh = meshes["dp"]
@@ -129,24 +182,35 @@ def main() -> dict:
     stepped, stepped_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     with jax.default_matmul_precision("highest"):
         for images, labels in batches:
-            stepped, stepped_state, _ = shard_map_step(stepped, stepped_state, optimizer, mesh,
-                                                       *shard_batch(mesh, images, labels))
+            stepped, stepped_state, _ = shard_map_step(
+                stepped, stepped_state, optimizer, mesh, *shard_batch(mesh, images, labels)
+            )
     results["shard_map_params_error"] = max_difference(params_of(stepped), params_of(reference))
-    results["largest_gradient"] = float(max(np.abs(np.asarray(g)).max() for g in jax.tree_util.tree_leaves(reference_grads)))
+    results["largest_gradient"] = float(
+        max(np.abs(np.asarray(g)).max() for g in jax.tree_util.tree_leaves(reference_grads))
+    )
     results["shard_map_grads_abs_error"] = max_difference(correct, reference_grads)
     results["shard_map_grads_error"] = relative_to_largest(correct, reference_grads)
     # The mistaken gradient is 8 x the right one, to float32 rounding of the largest entry.
     eight_times = jax.tree_util.tree_map(lambda c: 8 * c, correct)
     results["trap_minus_8x_error"] = relative_to_largest(trap, eight_times)
-    ratios = np.concatenate([(np.asarray(t) / np.asarray(c))[np.abs(np.asarray(c)) > 1e-3 * results["largest_gradient"]]
-                             for t, c in zip(jax.tree_util.tree_leaves(trap), jax.tree_util.tree_leaves(correct))])
+    ratios = np.concatenate(
+        [
+            (np.asarray(t) / np.asarray(c))[
+                np.abs(np.asarray(c)) > 1e-3 * results["largest_gradient"]
+            ]
+            for t, c in zip(jax.tree_util.tree_leaves(trap), jax.tree_util.tree_leaves(correct))
+        ]
+    )
     results["trap_ratio_min"] = float(ratios.min())
     results["trap_ratio_max"] = float(ratios.max())
     results["trap_relative_error"] = max_relative_difference(trap, reference_grads)
     results["forgotten_reduction_relative_error"] = max_relative_difference(
-        jax.tree_util.tree_map(lambda g: g[0], local), reference_grads)
+        jax.tree_util.tree_map(lambda g: g[0], local), reference_grads
+    )
     results["mean_of_local_grads_error"] = relative_to_largest(
-        jax.tree_util.tree_map(lambda g: g.mean(0), local), reference_grads)
+        jax.tree_util.tree_map(lambda g: g.mean(0), local), reference_grads
+    )
 
     # Bad input: clear errors.
     errors = {}
@@ -159,7 +223,9 @@ def main() -> dict:
     except ValueError as error:
         errors["unknown_axis"] = str(error)
     try:
-        shard_params(model, make_mesh(2, 4), rules_from_table([(r"head\.layers\.0\.bias$", P("model"))]))
+        shard_params(
+            model, make_mesh(2, 4), rules_from_table([(r"head\.layers\.0\.bias$", P("model"))])
+        )
     except ValueError as error:
         errors["indivisible_parameter"] = str(error)
     try:

@@ -7,8 +7,19 @@ import numpy as np
 import pytest
 
 from transformer_intro import (
-    MultiHeadAttention, MultiHeadSelfAttention, SelfAttention, SharedProjectionAttention, attend,
-    attention_weights, causal_mask, dot_product_attention_weights, from_equinox, padding_mask, qkv_attention, qkv_weights, to_equinox,
+    MultiHeadAttention,
+    MultiHeadSelfAttention,
+    SelfAttention,
+    SharedProjectionAttention,
+    attend,
+    attention_weights,
+    causal_mask,
+    dot_product_attention_weights,
+    from_equinox,
+    padding_mask,
+    qkv_attention,
+    qkv_weights,
+    to_equinox,
 )
 
 N, D, H = 6, 8, 2
@@ -23,11 +34,14 @@ def assert_close(a, b, tol=1e-5):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("make", [
-    lambda x: dot_product_attention_weights(x),
-    lambda x: SharedProjectionAttention(D, 4, key=jax.random.PRNGKey(2)).attention_weights(x),
-    lambda x: SelfAttention(D, 4, key=jax.random.PRNGKey(3)).attention_weights(x),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: dot_product_attention_weights(x),
+        lambda x: SharedProjectionAttention(D, 4, key=jax.random.PRNGKey(2)).attention_weights(x),
+        lambda x: SelfAttention(D, 4, key=jax.random.PRNGKey(3)).attention_weights(x),
+    ],
+)
 def test_columns_of_attention_matrix_sum_to_one_and_are_positive(x, make):
     weights = make(x)
     assert weights.shape == (N, N)
@@ -141,12 +155,21 @@ def test_mhsa_equals_equinox_multihead_attention(x, value_dim):
 
 
 def test_from_equinox_round_trip(x):
-    biased = eqx.nn.MultiheadAttention(H, D, qk_size=3, vo_size=5, use_query_bias=True, key=jax.random.PRNGKey(10))
+    biased = eqx.nn.MultiheadAttention(
+        H, D, qk_size=3, vo_size=5, use_query_bias=True, key=jax.random.PRNGKey(10)
+    )
     with pytest.raises(ValueError, match="biases"):
         from_equinox(biased)
     unbiased = eqx.nn.MultiheadAttention(
-        H, D, qk_size=3, vo_size=5, use_query_bias=False, use_key_bias=False, use_value_bias=False,
-        use_output_bias=False, key=jax.random.PRNGKey(10),
+        H,
+        D,
+        qk_size=3,
+        vo_size=5,
+        use_query_bias=False,
+        use_key_bias=False,
+        use_value_bias=False,
+        use_output_bias=False,
+        key=jax.random.PRNGKey(10),
     )
     layer = from_equinox(unbiased)
     assert_close(layer(x), unbiased(x, x, x))
@@ -158,10 +181,16 @@ def test_to_equinox_refuses_what_equinox_cannot_express():
         to_equinox(MultiHeadSelfAttention(D, H, scaled=False, key=jax.random.PRNGKey(0)))
 
 
-@pytest.mark.parametrize("options", [
-    dict(), dict(value_dim=3), dict(value_dim=None, combine_heads="mean", qk_activation=jax.nn.gelu),
-    dict(rotary=True), dict(scaled=False, head_dim=6),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(value_dim=3),
+        dict(value_dim=None, combine_heads="mean", qk_activation=jax.nn.gelu),
+        dict(rotary=True),
+        dict(scaled=False, head_dim=6),
+    ],
+)
 @pytest.mark.parametrize("masked", [False, True])
 def test_batched_path_equals_vmapped_definition(options, masked):
     layer = MultiHeadSelfAttention(D, H, key=jax.random.PRNGKey(11), **options)
@@ -176,7 +205,14 @@ def test_batched_path_equals_vmapped_definition(options, masked):
         assert_close(a, b, 1e-4)
 
 
-@pytest.mark.parametrize("options", [dict(), dict(value_dim=None, combine_heads="mean", qk_activation=jax.nn.gelu), dict(rotary=True)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(value_dim=None, combine_heads="mean", qk_activation=jax.nn.gelu),
+        dict(rotary=True),
+    ],
+)
 @pytest.mark.parametrize("masked", [False, True])
 def test_batched_num_outputs_is_the_first_outputs_of_the_full_layer(options, masked):
     layer = MultiHeadSelfAttention(D, H, key=jax.random.PRNGKey(17), **options)
@@ -188,8 +224,10 @@ def test_batched_num_outputs_is_the_first_outputs_of_the_full_layer(options, mas
     assert_close(first(layer), full(layer))
     # The other tokens still matter, as keys and values: their gradients must come out the same.
     loss = lambda m, f: (f(m) ** 2).sum()
-    for a, b in zip(jax.tree_util.tree_leaves(eqx.filter_grad(loss)(layer, first)),
-                    jax.tree_util.tree_leaves(eqx.filter_grad(loss)(layer, full))):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(eqx.filter_grad(loss)(layer, first)),
+        jax.tree_util.tree_leaves(eqx.filter_grad(loss)(layer, full)),
+    ):
         assert_close(a, b, 1e-4)
     grad_x = jax.grad(lambda x: (layer.batched(x, mask, num_outputs=2) ** 2).sum())(xs)
     assert_close(grad_x, jax.grad(lambda x: (layer.batched(x, mask)[:, :2] ** 2).sum())(xs), 1e-4)
@@ -198,7 +236,9 @@ def test_batched_num_outputs_is_the_first_outputs_of_the_full_layer(options, mas
 @pytest.mark.parametrize("num_outputs", [0, N + 1])
 def test_batched_num_outputs_out_of_range_raises(num_outputs):
     layer = MultiHeadSelfAttention(D, H, key=jax.random.PRNGKey(0))
-    with pytest.raises(ValueError, match=f"num_outputs must be between 1 and the number of tokens {N}"):
+    with pytest.raises(
+        ValueError, match=f"num_outputs must be between 1 and the number of tokens {N}"
+    ):
         layer.batched(jnp.ones((2, N, D)), num_outputs=num_outputs)
 
 
@@ -215,6 +255,7 @@ def test_rotary_attention_depends_on_relative_position_and_breaks_equivariance(x
     # Scores depend on positions only through their difference: shifting both positions by the
     # same amount leaves a key-query score unchanged.
     from transformer_intro import rotate_pairs
+
     k, q = jax.random.normal(jax.random.PRNGKey(16), (2, 1, 4))
     score = lambda m, n: (rotate_pairs(k, jnp.array([m])) @ rotate_pairs(q, jnp.array([n])).T)[0, 0]
     assert_close(score(2, 5), score(7, 10))
@@ -255,7 +296,7 @@ def test_cross_attention_weights_are_context_by_query_and_column_stochastic(x):
     weights = layer.attention_weights(x, padding_mask(is_real)[:, :N], context=context)
     assert weights.shape == (H, N + 3, N)
     assert_close(weights.sum(1), jnp.ones((H, N)))
-    assert_close(weights[:, N + 1:], jnp.zeros((H, 2, N)))
+    assert_close(weights[:, N + 1 :], jnp.zeros((H, 2, N)))
 
 
 @pytest.mark.parametrize("value_dim", [None, 3])
@@ -265,7 +306,9 @@ def test_batched_cross_attention_with_per_example_masks_equals_vmap(value_dim):
     x = jax.random.normal(jax.random.PRNGKey(25), (b, N, D))
     context = jax.random.normal(jax.random.PRNGKey(26), (b, m, D))
     lengths = jnp.array([m, 3, 1])
-    masks = jax.vmap(lambda length: jnp.broadcast_to((jnp.arange(m) < length)[:, None], (m, N)))(lengths)
+    masks = jax.vmap(lambda length: jnp.broadcast_to((jnp.arange(m) < length)[:, None], (m, N)))(
+        lengths
+    )
     expected = jax.vmap(lambda xi, ci, mi: layer(xi, mi, context=ci))(x, context, masks)
     assert_close(layer.batched(x, masks, context=context), expected)
     # Negative control: one mask for all three examples is not the same function.

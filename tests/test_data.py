@@ -93,7 +93,9 @@ def _real_mnist_dir() -> Path:
 def real_dir() -> Path:
     folder = _real_mnist_dir()
     if not (folder / "MD5SUMS").exists() and not any(folder.glob("*idx*")):
-        pytest.skip(f"real MNIST IDX files not found in {folder} (set MNIST_DIR to run these tests)")
+        pytest.skip(
+            f"real MNIST IDX files not found in {folder} (set MNIST_DIR to run these tests)"
+        )
     return folder
 
 
@@ -225,7 +227,9 @@ def test_gzipped_file_without_gz_suffix_gets_hint(tmp_path: Path) -> None:
 
 
 def test_wrong_image_shape(tmp_path: Path) -> None:
-    path = write_file(tmp_path / "imgs", idx_images_bytes(np.zeros((3, 27, 28), np.uint8)), gz=False)
+    path = write_file(
+        tmp_path / "imgs", idx_images_bytes(np.zeros((3, 27, 28), np.uint8)), gz=False
+    )
     with pytest.raises(MNISTFormatError, match="27x28"):
         read_idx_images(path)
 
@@ -355,7 +359,9 @@ def tfds_offline_guard(monkeypatch, tmp_path: Path):
 
 
 @pytest.mark.parametrize("kind", ["png-batched", "array-list"])
-def test_prepared_tfds_copy_is_read(tfds_offline_guard, monkeypatch, tmp_path: Path, kind: str) -> None:
+def test_prepared_tfds_copy_is_read(
+    tfds_offline_guard, monkeypatch, tmp_path: Path, kind: str
+) -> None:
     tfds = tfds_offline_guard
     rng = np.random.default_rng(1)
     n = 23
@@ -395,9 +401,13 @@ def test_unprepared_tfds_is_never_prepared_and_the_download_comes_next(
     """tensorflow-datasets would need TensorFlow to prepare MNIST: an unprepared copy is skipped
     without asking it to prepare one, and the download into the cache is the next source."""
     asked = []
-    monkeypatch.setattr(data, "download_split", lambda split, **kw: asked.append(split) or (tmp_path / "none"))
+    monkeypatch.setattr(
+        data, "download_split", lambda split, **kw: asked.append(split) or (tmp_path / "none")
+    )
     for folder in (tmp_path / "empty", tmp_path / "started"):
-        (tmp_path / "started" / "mnist").mkdir(parents=True, exist_ok=True)  # a folder, nothing prepared
+        (tmp_path / "started" / "mnist").mkdir(
+            parents=True, exist_ok=True
+        )  # a folder, nothing prepared
         with pytest.raises(MNISTFileNotFoundError, match="download cache"):
             load_mnist("test", tfds_data_dir=folder)
     assert asked == ["test", "test"]
@@ -484,13 +494,19 @@ def _shift_by(image: np.ndarray, dy: int, dx: int) -> np.ndarray:
 
 def test_random_shift_is_a_translation_within_range() -> None:
     rng = np.random.default_rng(0)
-    images = rng.integers(1, 256, (200, 9, 11), dtype=np.uint8)  # no zeros, so every shift is visible
+    images = rng.integers(
+        1, 256, (200, 9, 11), dtype=np.uint8
+    )  # no zeros, so every shift is visible
     shifted = random_shift(images, 2, np.random.default_rng(1))
     assert shifted.shape == images.shape and shifted.dtype == images.dtype
     offsets = []
     for original, moved in zip(images, shifted):
-        matches = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
-                   if np.array_equal(_shift_by(original, dy, dx), moved)]
+        matches = [
+            (dy, dx)
+            for dy in range(-2, 3)
+            for dx in range(-2, 3)
+            if np.array_equal(_shift_by(original, dy, dx), moved)
+        ]
         assert len(matches) == 1, "each output must be exactly one translate of its input"
         offsets.append(matches[0])
     # All 25 offsets occur, roughly uniformly (200 draws: expect 8 each).
@@ -524,6 +540,15 @@ def test_iterate_batches_shift_keeps_order_and_is_reproducible() -> None:
         np.testing.assert_array_equal(p_img, images[p_lab])
     assert any(not np.array_equal(p, s) for (p, _), (s, _) in zip(plain, shifted))
     # Same order (no shuffling), another epoch: the images get fresh shifts.
-    first, second = (np.concatenate([im for im, _ in iterate_batches(
-        images, labels, 8, seed=5, epoch=e, shuffle=False, max_shift=2)]) for e in (0, 1))
+    first, second = (
+        np.concatenate(
+            [
+                im
+                for im, _ in iterate_batches(
+                    images, labels, 8, seed=5, epoch=e, shuffle=False, max_shift=2
+                )
+            ]
+        )
+        for e in (0, 1)
+    )
     assert not np.array_equal(first, second)

@@ -18,9 +18,16 @@ ISOS = ["2019-04-22", "2019-04-22", "1901-05-03", "2019-04-22"]
 
 def small_model(max_source_length=dates.MAX_SOURCE_LENGTH + 8, seed=0):
     return EncoderDecoder(
-        len(dates.SOURCE_VOCABULARY), len(dates.TARGET_VOCABULARY), max_source_length=max_source_length,
-        max_target_length=dates.TARGET_LENGTH + 2, token_dim=16, num_heads=2, mlp_hidden_dim=24,
-        encoder_layers=2, decoder_layers=2, key=jax.random.PRNGKey(seed),
+        len(dates.SOURCE_VOCABULARY),
+        len(dates.TARGET_VOCABULARY),
+        max_source_length=max_source_length,
+        max_target_length=dates.TARGET_LENGTH + 2,
+        token_dim=16,
+        num_heads=2,
+        mlp_hidden_dim=24,
+        encoder_layers=2,
+        decoder_layers=2,
+        key=jax.random.PRNGKey(seed),
     )
 
 
@@ -69,12 +76,18 @@ def test_more_source_padding_changes_nothing(model, batch):
 
 def test_padded_target_positions_do_not_change_the_loss(model, batch):
     sources, target_inputs, targets = batch
-    target_inputs_padded, targets_padded = (jnp.asarray(a) for a in dates.encode_targets(ISOS, length=dates.TARGET_LENGTH + 2))
+    target_inputs_padded, targets_padded = (
+        jnp.asarray(a) for a in dates.encode_targets(ISOS, length=dates.TARGET_LENGTH + 2)
+    )
     with jax.default_matmul_precision("highest"):
         loss, accuracy = sequence_loss(model, sources, target_inputs, targets)
-        loss_padded, accuracy_padded = sequence_loss(model, sources, target_inputs_padded, targets_padded)
+        loss_padded, accuracy_padded = sequence_loss(
+            model, sources, target_inputs_padded, targets_padded
+        )
         # Negative control: scored as a class of its own, the padding moves the loss.
-        leaky_loss, _ = sequence_loss(unmasked(model), sources, target_inputs_padded, targets_padded)
+        leaky_loss, _ = sequence_loss(
+            unmasked(model), sources, target_inputs_padded, targets_padded
+        )
     np.testing.assert_allclose(loss_padded, loss, rtol=1e-6)
     assert accuracy_padded == accuracy
     assert abs(float(leaky_loss) - float(loss)) > 1e-3
@@ -119,7 +132,9 @@ def test_a_decoder_layer_without_the_causal_mask_is_not_causal():
 def test_cross_attention_weights_sum_to_one_over_the_real_source_tokens(model, batch):
     sources, target_inputs, _ = batch
     with jax.default_matmul_precision("highest"):
-        weights = np.asarray(jax.vmap(model.cross_attention_weights)(sources, target_inputs))  # (B, L, H, M, N)
+        weights = np.asarray(
+            jax.vmap(model.cross_attention_weights)(sources, target_inputs)
+        )  # (B, L, H, M, N)
     real = np.asarray(sources) != dates.PAD_ID
     for example, is_real in zip(weights, real):
         np.testing.assert_allclose(example[:, :, is_real].sum(axis=2), 1.0, atol=1e-6)
@@ -146,7 +161,9 @@ def test_greedy_decoding_takes_the_argmax_given_its_own_outputs(model, batch):
     sources = batch[0]
     with jax.default_matmul_precision("highest"):
         generated = np.asarray(model.greedy_decode(sources, dates.START_ID))
-        inputs = np.concatenate([np.full((len(sources), 1), dates.START_ID), generated[:, :-1]], axis=1)
+        inputs = np.concatenate(
+            [np.full((len(sources), 1), dates.START_ID), generated[:, :-1]], axis=1
+        )
         logits = model.batched(sources, jnp.asarray(inputs, dtype=jnp.int32))
     np.testing.assert_array_equal(np.asarray(logits).argmax(-1), generated)
 
@@ -164,7 +181,18 @@ def test_every_format_names_the_right_date():
     assert dates.FORMATS["dd.mm.yyyy"](day) == "22.04.2019"
     assert dates.FORMATS["weekday day month year"](day) == "Monday 22 April 2019"
     assert [dates.ordinal(d) for d in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)] == [
-        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "31st"]
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "23rd",
+        "31st",
+    ]
 
 
 def test_pairs_are_deterministic_and_test_dates_stay_out_of_training():
@@ -177,14 +205,18 @@ def test_pairs_are_deterministic_and_test_dates_stay_out_of_training():
     assert sum(int(iso[:4]) in dates.HELD_OUT_YEARS for _, iso in test) == 200
     for text, iso in test[:50]:  # the weekday, where written, is the date's own
         weekday = dates.WEEKDAYS[datetime.date.fromisoformat(iso).weekday()]
-        if any(name in text for name in dates.WEEKDAYS) or any(name[:3] + "," in text for name in dates.WEEKDAYS):
+        if any(name in text for name in dates.WEEKDAYS) or any(
+            name[:3] + "," in text for name in dates.WEEKDAYS
+        ):
             assert weekday[:3] in text
 
 
 def test_targets_are_the_inputs_shifted_by_one():
     inputs, targets = dates.encode_targets(["2019-04-22"], length=dates.TARGET_LENGTH + 1)
     assert inputs[0, 0] == dates.START_ID and targets[0, dates.ISO_LENGTH] == dates.END_ID
-    np.testing.assert_array_equal(inputs[0, 1 : dates.ISO_LENGTH + 1], targets[0, : dates.ISO_LENGTH])
+    np.testing.assert_array_equal(
+        inputs[0, 1 : dates.ISO_LENGTH + 1], targets[0, : dates.ISO_LENGTH]
+    )
     assert inputs[0, -1] == targets[0, -1] == dates.PAD_ID
     assert dates.decode_target(targets[0]) == "2019-04-22"
 

@@ -58,12 +58,25 @@ def lab(tmp_path_factory):
     port, token = free_port(), secrets.token_hex(16)
     # A private config, runtime and settings folder: the reader's own Jupyter setup is not read,
     # and the test leaves nothing behind. The kernelspec comes from the environment's prefix.
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+    )
     log = home / "server.log"
     command = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={BOOK}",
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={BOOK}",
     ]
     if os.geteuid() == 0:  # containers and CI often run as root, which Jupyter refuses by default
         command.append("--allow-root")
@@ -80,7 +93,9 @@ def lab(tmp_path_factory):
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
-                    pytest.fail(f"jupyter lab did not answer within {STARTUP_TIMEOUT:.0f} s:\n{server.log_tail()}")
+                    pytest.fail(
+                        f"jupyter lab did not answer within {STARTUP_TIMEOUT:.0f} s:\n{server.log_tail()}"
+                    )
                 time.sleep(0.5)
         yield server
         server.request("POST", "/api/shutdown")
@@ -95,8 +110,13 @@ def lab(tmp_path_factory):
 def kernel(lab):
     """A websocket to a fresh kernel that the server started with the project's kernelspec."""
     started = lab.request("POST", "/api/kernels", {"name": "python3"})
-    url = lab.base.replace("http", "ws") + f"/api/kernels/{started['id']}/channels?session_id={uuid.uuid4().hex}"
-    channels = websocket.create_connection(url, header=[f"Authorization: token {lab.token}"], timeout=CELL_TIMEOUT)
+    url = (
+        lab.base.replace("http", "ws")
+        + f"/api/kernels/{started['id']}/channels?session_id={uuid.uuid4().hex}"
+    )
+    channels = websocket.create_connection(
+        url, header=[f"Authorization: token {lab.token}"], timeout=CELL_TIMEOUT
+    )
     try:
         yield channels
     finally:
@@ -110,13 +130,32 @@ def run_cell(channels, code: str) -> tuple[str, list[str]]:
     Problems are error outputs (a traceback's exception) and text written to stderr.
     """
     msg_id = uuid.uuid4().hex
-    channels.send(json.dumps({
-        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
-                   "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                    "allow_stdin": False, "stop_on_error": True},
-    }))
+    channels.send(
+        json.dumps(
+            {
+                "header": {
+                    "msg_id": msg_id,
+                    "msg_type": "execute_request",
+                    "username": "test",
+                    "session": uuid.uuid4().hex,
+                    "version": "5.3",
+                    "date": "",
+                },
+                "parent_header": {},
+                "metadata": {},
+                "channel": "shell",
+                "buffers": [],
+                "content": {
+                    "code": code,
+                    "silent": False,
+                    "store_history": True,
+                    "user_expressions": {},
+                    "allow_stdin": False,
+                    "stop_on_error": True,
+                },
+            }
+        )
+    )
     status, problems, idle = None, [], False
     deadline = time.monotonic() + CELL_TIMEOUT
     while status is None or not idle:  # the reply (shell) and the kernel going idle (iopub)

@@ -7,16 +7,38 @@ import numpy as np
 import pytest
 
 from transformer_intro import Vocabulary
-from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS, load_play, load_shakespeare, play_names
+from transformer_intro.datasets.shakespeare import (
+    VALIDATION_PLAYS,
+    load_play,
+    load_shakespeare,
+    play_names,
+)
 from transformer_intro.language_model import (
-    LanguageModel, LMConfig, LMRecipe, cached_logits, complete, evaluation_windows, generate,
-    inputs_and_targets, next_symbol_loss, random_windows, sample_symbol, train_steps,
+    LanguageModel,
+    LMConfig,
+    LMRecipe,
+    cached_logits,
+    complete,
+    evaluation_windows,
+    generate,
+    inputs_and_targets,
+    next_symbol_loss,
+    random_windows,
+    sample_symbol,
+    train_steps,
 )
 
 
 def small_model(positions="rotary", window=12, seed=0):
-    config = LMConfig(vocab_size=11, window=window, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32,
-                      positions=positions)
+    config = LMConfig(
+        vocab_size=11,
+        window=window,
+        dim=16,
+        num_heads=2,
+        num_blocks=2,
+        mlp_hidden_dim=32,
+        positions=positions,
+    )
     model = LanguageModel(config, key=jax.random.PRNGKey(seed))
     # Larger embeddings than the training initialisation, so that every position matters visibly.
     return eqx.tree_at(lambda m: m.tokeniser.table, model, model.tokeniser.table * 50)
@@ -88,6 +110,7 @@ def test_cached_logits_equal_the_full_causal_pass(positions, prefill):
 
 def test_prefill_equals_the_attention_under_a_causal_mask():
     from transformer_intro import causal_mask
+
     attention = small_model().blocks[0].attention
     x = jax.random.normal(jax.random.PRNGKey(5), (7, 16))
     with jax.default_matmul_precision("highest"):
@@ -130,9 +153,13 @@ def test_temperature_to_zero_is_greedy_decoding():
 
 def test_top_k_samples_only_the_k_likeliest():
     logits = jnp.array([0.0, 3.0, 1.0, 2.0, -1.0])
-    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0, 2))(jax.random.split(jax.random.PRNGKey(0), 500))
+    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0, 2))(
+        jax.random.split(jax.random.PRNGKey(0), 500)
+    )
     assert set(np.unique(draws)) == {1, 3}
-    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0))(jax.random.split(jax.random.PRNGKey(0), 500))
+    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0))(
+        jax.random.split(jax.random.PRNGKey(0), 500)
+    )
     assert len(np.unique(draws)) == 5
     with pytest.raises(ValueError, match="top_k"):
         sample_symbol(logits, jax.random.PRNGKey(0), 1.0, 6)
@@ -187,6 +214,7 @@ def test_shakespeare_splits_hold_out_whole_plays():
 
 def test_checkpoint_round_trip(tmp_path):
     from transformer_intro.language_model import load_language_model, save_language_model
+
     model, vocabulary = small_model(), Vocabulary.from_text("abcdefghij ")
     path = save_language_model(tmp_path / "lm.eqx", model, vocabulary, validation_loss=1.5)
     loaded, loaded_vocabulary, header = load_language_model(path)

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from transformer_intro import (
-    MLP, ContinuousTokeniser, DiscreteTokeniser, LayerNorm, PatchTokeniser, PositionEmbedding,
-    TransformerBlock, patchify, sinusoidal_embeddings,
+    MLP,
+    ContinuousTokeniser,
+    DiscreteTokeniser,
+    LayerNorm,
+    PatchTokeniser,
+    PositionEmbedding,
+    TransformerBlock,
+    patchify,
+    sinusoidal_embeddings,
 )
 
 N, D = 5, 8
@@ -89,10 +96,17 @@ def test_block_is_permutation_equivariant(x, residual):
 
 def zero_branches(block):
     """The same block with the last layer of each branch zeroed: both branches output zero."""
-    block = eqx.tree_at(lambda b: b.attention.value_projections, block, jnp.zeros_like(block.attention.value_projections))
+    block = eqx.tree_at(
+        lambda b: b.attention.value_projections,
+        block,
+        jnp.zeros_like(block.attention.value_projections),
+    )
     last = block.mlp.layers[-1]
-    return eqx.tree_at(lambda b: (b.mlp.layers[-1].weight, b.mlp.layers[-1].bias), block,
-                       (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)))
+    return eqx.tree_at(
+        lambda b: (b.mlp.layers[-1].weight, b.mlp.layers[-1].bias),
+        block,
+        (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)),
+    )
 
 
 def test_residual_block_with_zero_branches_is_identity(x):
@@ -101,7 +115,9 @@ def test_residual_block_with_zero_branches_is_identity(x):
 
 
 def test_text_form_with_zero_branches_is_layernorm_not_identity(x):
-    block = zero_branches(TransformerBlock(D, 2, 16, residual="normalised", key=jax.random.PRNGKey(5)))
+    block = zero_branches(
+        TransformerBlock(D, 2, 16, residual="normalised", key=jax.random.PRNGKey(5))
+    )
     assert_close(block(x), LayerNorm(D)(x))
     assert not np.allclose(block(x), x, atol=1e-2)
 
@@ -224,7 +240,9 @@ def test_vocabulary_round_trips_and_orders_specials_first():
     from transformer_intro import Vocabulary
 
     vocabulary = Vocabulary.from_text("to be, or not to be", specials=("<pad>", "<s>"))
-    assert vocabulary.symbols[:2] == ("<pad>", "<s>") and len(vocabulary) == 2 + len(set("to be, or not to be"))
+    assert vocabulary.symbols[:2] == ("<pad>", "<s>") and len(vocabulary) == 2 + len(
+        set("to be, or not to be")
+    )
     ids = vocabulary.encode("not to be")
     assert ids.dtype == np.int32 and vocabulary.decode(ids) == "not to be"
     assert vocabulary.decode([1, *ids.tolist()], skip_specials=True) == "not to be"
@@ -236,7 +254,9 @@ def test_vocabulary_errors_name_the_problem():
     from transformer_intro import Vocabulary
 
     vocabulary = Vocabulary.from_text("abc")
-    with pytest.raises(ValueError, match=r"not in the vocabulary: 'x', 'z' \(first at position 1\)"):
+    with pytest.raises(
+        ValueError, match=r"not in the vocabulary: 'x', 'z' \(first at position 1\)"
+    ):
         vocabulary.encode("azbx")
     with pytest.raises(ValueError, match="empty text"):
         vocabulary.encode("")

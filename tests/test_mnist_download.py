@@ -16,15 +16,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_intro.datasets import MNISTChecksumError, MNISTDownloadError, MNISTError, load_mnist
-from transformer_intro.datasets import mnist
+from transformer_intro.datasets import (
+    MNISTChecksumError,
+    MNISTDownloadError,
+    MNISTError,
+    load_mnist,
+    mnist,
+)
 
 TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 
 def _official_folder() -> Path | None:
     """The official .gz files: ``MNIST_DIR`` if set, else ``../shared/data/mnist`` beside the repo."""
-    candidates = [os.environ.get("MNIST_DIR", ""), Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"]
+    candidates = [
+        os.environ.get("MNIST_DIR", ""),
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist",
+    ]
     for folder in candidates:
         if folder and all((Path(folder) / name).is_file() for name in TEST_FILES):
             return Path(folder)
@@ -33,7 +41,8 @@ def _official_folder() -> Path | None:
 
 OFFICIAL = _official_folder()
 needs_official = pytest.mark.skipif(
-    OFFICIAL is None, reason="the official MNIST .gz files are not here (set MNIST_DIR or provide ../shared/data/mnist)"
+    OFFICIAL is None,
+    reason="the official MNIST .gz files are not here (set MNIST_DIR or provide ../shared/data/mnist)",
 )
 
 
@@ -63,7 +72,9 @@ class Server:
         self.httpd.server_close()
 
 
-def serving(files: dict[str, bytes], *, cut_after: int | None = None) -> type[http.server.BaseHTTPRequestHandler]:
+def serving(
+    files: dict[str, bytes], *, cut_after: int | None = None
+) -> type[http.server.BaseHTTPRequestHandler]:
     """A handler serving ``files`` at /mnist/<name>; with ``cut_after`` it announces the full length,
     sends that many bytes and closes the connection."""
 
@@ -119,14 +130,23 @@ def closed_port_url() -> str:
 def env(monkeypatch, tmp_path: Path):
     """No MNIST_DIR, no proxy, the cache under tmp_path; returns a function that sets the mirrors."""
     monkeypatch.delenv("MNIST_DIR", raising=False)
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+    for name in (
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     servers = []
 
     def use(*mirrors) -> None:
         servers.extend(m for m in mirrors if not isinstance(m, str))
-        monkeypatch.setenv("MNIST_MIRRORS", " ".join(m if isinstance(m, str) else m.url for m in mirrors))
+        monkeypatch.setenv(
+            "MNIST_MIRRORS", " ".join(m if isinstance(m, str) else m.url for m in mirrors)
+        )
 
     yield use
     for server in servers:
@@ -204,7 +224,9 @@ def test_corrupt_file_raises_checksum_error_and_leaves_nothing(env, tmp_path: Pa
 
 
 @needs_official
-def test_connection_closed_mid_file_raises_download_error_and_leaves_nothing(env, tmp_path: Path) -> None:
+def test_connection_closed_mid_file_raises_download_error_and_leaves_nothing(
+    env, tmp_path: Path
+) -> None:
     body = official(TEST_FILES[0])
     server = Server(serving({TEST_FILES[0]: body}, cut_after=len(body) // 2))
     env(server)
@@ -246,7 +268,11 @@ def test_broken_first_mirror_falls_through_to_the_second(env, tmp_path: Path) ->
     env(closed_port_url(), missing, good)
     images, _ = load_test_split(tmp_path)
     assert images.shape == (10_000, 28, 28)
-    assert sorted(missing.requests) == sorted(good.requests) == sorted(f"/mnist/{name}" for name in TEST_FILES)
+    assert (
+        sorted(missing.requests)
+        == sorted(good.requests)
+        == sorted(f"/mnist/{name}" for name in TEST_FILES)
+    )
     assert cache_files() == sorted(TEST_FILES)
 
 

@@ -21,7 +21,12 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from transformer_intro.parallel import (
-    SMALL_VIT, TENSOR_PARALLEL_RULES, data_parallel_rules, fully_sharded_rules, make_mesh, shard_batch,
+    SMALL_VIT,
+    TENSOR_PARALLEL_RULES,
+    data_parallel_rules,
+    fully_sharded_rules,
+    make_mesh,
+    shard_batch,
     train_sharded,
 )
 from transformer_intro.train import TrainConfig, make_optimizer
@@ -35,7 +40,9 @@ PARAMS_ATOL, GRADS_RTOL = 1e-4, 1e-6
 
 def _env(devices: int | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env.pop("XLA_FLAGS", None)
     if devices is not None:
         env["JAX_NUM_CPU_DEVICES"] = str(devices)
@@ -44,8 +51,13 @@ def _env(devices: int | None = None) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def checks() -> dict:
-    result = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_checks.py")], env=_env(8),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "parallel_checks.py")],
+        env=_env(8),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -124,7 +136,9 @@ def test_shard_map_data_parallel_gradient_and_its_traps(checks):
 
 def test_bad_meshes_and_batches_raise_clear_errors(checks):
     errors = checks["errors"]
-    assert "30 examples" in errors["indivisible_batch"] and "8 devices" in errors["indivisible_batch"]
+    assert (
+        "30 examples" in errors["indivisible_batch"] and "8 devices" in errors["indivisible_batch"]
+    )
     assert "'tensor'" in errors["unknown_axis"] and "class_token" in errors["unknown_axis"]
     assert "head.layers.0.bias" in errors["indivisible_parameter"]
     assert "key_projections" in errors["heads_over_eight"]
@@ -153,14 +167,37 @@ def _free_port() -> int:
 def test_two_processes_train_as_one(tmp_path):
     """2 processes x 2 CPU devices on the loopback address equal 1 process x 4 devices."""
     entry = [sys.executable, "-m", "transformer_intro.parallel", "--steps", "3"]
-    one = subprocess.run(entry + ["--devices-per-process", "4", "--out", str(tmp_path / "one.npz")],
-                         env=_env(), capture_output=True, text=True, timeout=300)
+    one = subprocess.run(
+        entry + ["--devices-per-process", "4", "--out", str(tmp_path / "one.npz")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     port = _free_port()
-    workers = [subprocess.Popen(entry + ["--num-processes", "2", "--process-id", str(i), "--port", str(port),
-                                         "--devices-per-process", "2", "--out", str(tmp_path / "two.npz")],
-                                env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for i in range(2)]
+    workers = [
+        subprocess.Popen(
+            entry
+            + [
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(i),
+                "--port",
+                str(port),
+                "--devices-per-process",
+                "2",
+                "--out",
+                str(tmp_path / "two.npz"),
+            ],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     try:
         outputs = [w.communicate(timeout=300) for w in workers]
     finally:
@@ -176,4 +213,7 @@ def test_two_processes_train_as_one(tmp_path):
     np.testing.assert_allclose(a["losses"], b["losses"], atol=1e-5)
     assert np.abs(a["losses"] - a["losses"][0]).max() > 1e-3  # it did train: the loss moved
     # Negative control: process 0's half of each batch alone trains to somewhere else.
-    assert max(np.abs(a[k] - a["half_" + k]).max() for k in a.files if k.startswith("param_")) > 10 * PARAMS_ATOL
+    assert (
+        max(np.abs(a[k] - a["half_" + k]).max() for k in a.files if k.startswith("param_"))
+        > 10 * PARAMS_ATOL
+    )

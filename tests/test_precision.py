@@ -26,7 +26,9 @@ TOKENS, WIDTH, HEADS, HEAD_DIM = 17, 64, 4, 16
 
 @pytest.fixture(scope="module")
 def layer():
-    return MultiHeadSelfAttention(WIDTH, HEADS, head_dim=HEAD_DIM, value_dim=HEAD_DIM, key=jax.random.PRNGKey(0))
+    return MultiHeadSelfAttention(
+        WIDTH, HEADS, head_dim=HEAD_DIM, value_dim=HEAD_DIM, key=jax.random.PRNGKey(0)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,10 @@ def dot_precisions(f, *args) -> list[str]:
     text = jax.jit(f).lower(*args).as_text()
     dots = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
     assert dots, "the program has no matrix product to inspect"
-    return [(re.search(r"precision = \[([A-Z]+), ([A-Z]+)\]", line) or [None, "unset"])[1] for line in dots]
+    return [
+        (re.search(r"precision = \[([A-Z]+), ([A-Z]+)\]", line) or [None, "unset"])[1]
+        for line in dots
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,7 +70,10 @@ def test_every_matrix_product_is_compiled_at_highest_precision(layer, batch, f):
     assert set(precisions) == {"HIGHEST"}, precisions
 
 
-@pytest.mark.parametrize("setting, expected", [("default", "DEFAULT"), ("tensorfloat32", "HIGH"), ("bfloat16", "DEFAULT")])
+@pytest.mark.parametrize(
+    "setting, expected",
+    [("default", "DEFAULT"), ("tensorfloat32", "HIGH"), ("bfloat16", "DEFAULT")],
+)
 @pytest.mark.parametrize("f", [batched, vmapped_definition])
 def test_without_the_policy_the_products_are_not_highest(layer, batch, f, setting, expected):
     # Negative control: the check above would see a weaker request. "DEFAULT" is what a GPU
@@ -94,7 +102,9 @@ def test_round_to_tf32_keeps_ten_mantissa_bits_to_nearest():
 
 
 def test_round_to_tf32_rounds_ties_away_from_zero_and_carries_into_the_exponent():
-    x = jnp.array([1 + 2.0**-11, -(1 + 2.0**-11), 1 + 2.0**-12, 2 - 2.0**-23, jnp.inf, -jnp.inf], jnp.float32)
+    x = jnp.array(
+        [1 + 2.0**-11, -(1 + 2.0**-11), 1 + 2.0**-12, 2 - 2.0**-23, jnp.inf, -jnp.inf], jnp.float32
+    )
     expected = np.array([1 + 2.0**-10, -(1 + 2.0**-10), 1.0, 2.0, np.inf, -np.inf], np.float32)
     np.testing.assert_array_equal(np.asarray(round_to_tf32(x)), expected)
     assert np.isnan(round_to_tf32(jnp.array([jnp.nan]))[0])
@@ -115,7 +125,8 @@ def text_form(layer, x, matmul):
     """``Y = Σ_h V_h X A_h`` for one sequence of rows, every matrix product done by ``matmul``."""
     dtype = x.dtype
     key_projections, query_projections, value_maps = (
-        np.asarray(w, dtype) for w in (layer.key_projections, layer.query_projections, layer.value_maps())
+        np.asarray(w, dtype)
+        for w in (layer.key_projections, layer.query_projections, layer.value_maps())
     )
     total = np.zeros_like(x)
     for u_k, u_q, v in zip(key_projections, query_projections, value_maps):
@@ -143,8 +154,10 @@ def test_tf32_misses_the_identity_tolerance_that_float32_meets(layer, batch):
     full = np.stack([text_form(layer, x, np.matmul) for x in x32])
     tf32 = np.stack([text_form(layer, x, tf32_matmul) for x in x32])
     package = np.asarray(layer.batched(batch))
-    errors = {name: np.abs(y.astype(np.float64) - exact).max() for name, y in
-              [("float32", full), ("package batched", package), ("emulated TF32", tf32)]}
+    errors = {
+        name: np.abs(y.astype(np.float64) - exact).max()
+        for name, y in [("float32", full), ("package batched", package), ("emulated TF32", tf32)]
+    }
     print(f"\nlargest error against float64, outputs of size {np.abs(exact).max():.2f}: {errors}")
     assert largest_miss(full, exact) < 0  # full float32 passes the identity tolerance ...
     assert largest_miss(package, exact) < 0

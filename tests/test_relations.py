@@ -7,11 +7,30 @@ import pytest
 
 from transformer_intro import attend, attention_weights, causal_mask
 from transformer_intro.relations import (
-    adjacency_mask, attention_update, convolution, convolution_as_attention, decay_mask, edge_softmax_attention,
-    fast_weight_memory, fourier_mixing, gat_scores, gatv2_scores, gated_linear_recurrence, hopfield_energy,
-    hopfield_iterates, hopfield_update, is_static, kernel_offsets, kernel_regression_attention,
-    kv_cache_attention, linear_attention, linear_attention_recurrence, masked_linear_attention, mixing_bias,
-    nadaraya_watson, online_softmax_attention,
+    adjacency_mask,
+    attention_update,
+    convolution,
+    convolution_as_attention,
+    decay_mask,
+    edge_softmax_attention,
+    fast_weight_memory,
+    fourier_mixing,
+    gat_scores,
+    gated_linear_recurrence,
+    gatv2_scores,
+    hopfield_energy,
+    hopfield_iterates,
+    hopfield_update,
+    is_static,
+    kernel_offsets,
+    kernel_regression_attention,
+    kv_cache_attention,
+    linear_attention,
+    linear_attention_recurrence,
+    masked_linear_attention,
+    mixing_bias,
+    nadaraya_watson,
+    online_softmax_attention,
 )
 
 
@@ -35,9 +54,20 @@ def test_attention_weights_bias_is_added_to_the_scores():
     assert error(attention_weights(keys, queries, bias=bias), expected) < 1e-6
     # a per-key column broadcasts; a bias constant down each column changes nothing
     column = normal(3, (5, 1))
-    assert error(attention_weights(keys, queries, bias=column),
-                 jax.nn.softmax(keys @ queries.T + column, axis=0)) < 1e-6
-    assert error(attention_weights(keys, queries, bias=normal(4, (1, 4))), attention_weights(keys, queries)) < 1e-6
+    assert (
+        error(
+            attention_weights(keys, queries, bias=column),
+            jax.nn.softmax(keys @ queries.T + column, axis=0),
+        )
+        < 1e-6
+    )
+    assert (
+        error(
+            attention_weights(keys, queries, bias=normal(4, (1, 4))),
+            attention_weights(keys, queries),
+        )
+        < 1e-6
+    )
     masked = attention_weights(keys[:4], queries, bias=bias[:4], mask=causal_mask(4))
     assert jnp.all(masked[~causal_mask(4)] == 0)
 
@@ -55,7 +85,8 @@ def test_convolution_as_attention(spatial, window):
     assert error(heads(x, kernel, 40.0, offsets=offsets), target) < 1e-5
     # the error falls with alpha (roughly as e^-alpha)
     assert error(heads(x, kernel, 2.0, offsets=offsets), target) > 10 * error(
-        heads(x, kernel, 8.0, offsets=offsets), target)
+        heads(x, kernel, 8.0, offsets=offsets), target
+    )
     # control: the kernel's weights at mirrored offsets
     wrong = heads(x, kernel, 40.0, offsets=-offsets)
     assert error(wrong, target) > 0.5
@@ -81,7 +112,9 @@ def test_gated_recurrence_is_masked_attention():
     decays = jax.random.uniform(jax.random.PRNGKey(3), (10,), minval=0.5, maxval=1.0)
     mask = decay_mask(decays)
     n = jnp.arange(10)
-    expected = jnp.array([[float(jnp.prod(decays[i + 1:j + 1])) if i <= j else 0.0 for j in n] for i in n])
+    expected = jnp.array(
+        [[float(jnp.prod(decays[i + 1 : j + 1])) if i <= j else 0.0 for j in n] for i in n]
+    )
     assert error(mask, expected) < 1e-5
     recurrent = gated_linear_recurrence(keys, queries, values, decays)
     assert error(masked_linear_attention(keys, queries, values, mask), recurrent) < 1e-4
@@ -90,7 +123,9 @@ def test_gated_recurrence_is_masked_attention():
     retention = jnp.where(causal_mask(10), 0.9 ** (n[None, :] - n[:, None]).astype(float), 0.0)
     assert error(decay_mask(jnp.full(10, 0.9)), retention) < 1e-5
     # control: no causal mask
-    assert error(masked_linear_attention(keys, queries, values, jnp.ones((10, 10))), recurrent) > 0.5
+    assert (
+        error(masked_linear_attention(keys, queries, values, jnp.ones((10, 10))), recurrent) > 0.5
+    )
 
 
 # -- 3. softmax attention as a recurrence -------------------------------------------------------
@@ -152,8 +187,13 @@ def test_dense_masked_attention_equals_edge_list_attention():
     assert error(edge_softmax_attention(keys, queries, values, receivers, senders), dense) > 0.1
     # the complete graph is plain attention
     everyone = jnp.repeat(jnp.arange(7), 7), jnp.tile(jnp.arange(7), 7)
-    assert error(edge_softmax_attention(keys, queries, values, *everyone),
-                 attend(values, attention_weights(keys, queries))) < 1e-5
+    assert (
+        error(
+            edge_softmax_attention(keys, queries, values, *everyone),
+            attend(values, attention_weights(keys, queries)),
+        )
+        < 1e-5
+    )
 
 
 def test_masked_attention_is_permutation_equivariant():
@@ -175,8 +215,9 @@ def test_gat_is_attention_with_another_score_and_its_ranking_is_static():
     mask = adjacency_mask(senders, receivers, 7)
     blind = jnp.zeros((7, 1))
     dense = attend(features, attention_weights(blind, blind, bias=scores, mask=mask))
-    sparse = edge_softmax_attention(blind, blind, features, senders, receivers,
-                                    edge_scores=scores[senders, receivers])
+    sparse = edge_softmax_attention(
+        blind, blind, features, senders, receivers, edge_scores=scores[senders, receivers]
+    )
     assert error(dense, sparse) < 1e-5
     assert is_static(scores)
     keys, queries = normal(4, (7, 4)), normal(5, (7, 4))
@@ -195,7 +236,10 @@ def test_content_free_head_is_a_fixed_mixing_matrix():
         weights = attention_weights(x @ zero.T, x @ zero.T, bias=bias)
         assert error(weights, jax.nn.softmax(bias, axis=0)) < 1e-6
     u_k, u_q = normal(3, (3, 4)), normal(4, (3, 4))  # control: content back in
-    a1, a2 = (attention_weights(x @ u_k.T, x @ u_q.T, bias=bias) for x in (normal(1, (6, 4)), normal(2, (6, 4))))
+    a1, a2 = (
+        attention_weights(x @ u_k.T, x @ u_q.T, bias=bias)
+        for x in (normal(1, (6, 4)), normal(2, (6, 4)))
+    )
     assert error(a1, a2) > 0.1
 
 
@@ -255,8 +299,13 @@ def test_nadaraya_watson_is_attention_with_a_key_bias():
     assert error(no_bias, direct) > 0.1  # control: keys of unequal length need the bias
     # keys of equal length: plain attention
     circle = inputs / jnp.linalg.norm(inputs, axis=1, keepdims=True)
-    assert error(kernel_regression_attention(circle, targets, queries, 0.7, key_bias=False),
-                 nadaraya_watson(circle, targets, queries, 0.7)) < 1e-5
+    assert (
+        error(
+            kernel_regression_attention(circle, targets, queries, 0.7, key_bias=False),
+            nadaraya_watson(circle, targets, queries, 0.7),
+        )
+        < 1e-5
+    )
 
 
 def test_kernel_regression_limits():

@@ -1,7 +1,5 @@
 """The Vision Transformer, its configurations, and training: loss falls, checkpoints resume exactly."""
 
-import os
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,11 +9,22 @@ import pytest
 from transformer_intro import CONFIGS, VisionTransformer, ViTConfig, count_parameters
 from transformer_intro.datasets.mnist import random_shift
 from transformer_intro.train import (
-    History, TrainConfig, epoch_keys, epoch_order, evaluate, fit, load_checkpoint, random_shifts, save_checkpoint,
-    shift_images, training_batch,
+    History,
+    TrainConfig,
+    epoch_keys,
+    epoch_order,
+    evaluate,
+    fit,
+    load_checkpoint,
+    random_shifts,
+    save_checkpoint,
+    shift_images,
+    training_batch,
 )
 
-TINY = ViTConfig(patch_size=7, dim=16, num_heads=2, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=32)
+TINY = ViTConfig(
+    patch_size=7, dim=16, num_heads=2, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=32
+)
 
 
 def assert_close(a, b, tol=1e-5):
@@ -75,7 +84,11 @@ def test_vit_prediction_depends_on_patch_positions():
     swapped = image.at[:, :7, :7].set(image[:, :7, 7:14]).at[:, :7, 7:14].set(image[:, :7, :7])
     assert not np.allclose(model(image), model(swapped), atol=1e-3)
     # Without position embeddings the class token cannot tell the two apart.
-    flat = eqx.tree_at(lambda m: m.position_embedding.embeddings, model, jnp.zeros_like(model.position_embedding.embeddings))
+    flat = eqx.tree_at(
+        lambda m: m.position_embedding.embeddings,
+        model,
+        jnp.zeros_like(model.position_embedding.embeddings),
+    )
     assert_close(flat(image), flat(swapped), 1e-4)
 
 
@@ -124,13 +137,25 @@ def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # The negative control: another seed draws other batches and shifts, and ends elsewhere.
     other, _ = fit(init, (images, labels), None, config.replace(seed=1), progress=False)
-    assert not all(np.array_equal(np.asarray(a), np.asarray(b))
-                   for a, b in zip(jax.tree_util.tree_leaves(other), jax.tree_util.tree_leaves(straight)))
+    assert not all(
+        np.array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(jax.tree_util.tree_leaves(other), jax.tree_util.tree_leaves(straight))
+    )
 
     path = tmp_path / "run.eqx"
-    _, partial = fit(init, (images, labels), None, config, checkpoint_path=path, stop_after_epochs=1, progress=False)
+    _, partial = fit(
+        init,
+        (images, labels),
+        None,
+        config,
+        checkpoint_path=path,
+        stop_after_epochs=1,
+        progress=False,
+    )
     assert partial.epoch == [1]
-    resumed, resumed_history = fit(init, (images, labels), None, config, checkpoint_path=path, resume=True, progress=False)
+    resumed, resumed_history = fit(
+        init, (images, labels), None, config, checkpoint_path=path, resume=True, progress=False
+    )
     assert resumed_history.epoch == [1, 2, 3]
     assert resumed_history.train_images == [256, 512, 768]  # 4 steps of 64 per epoch
     assert resumed_history.images_per_second == 768 / resumed_history.train_seconds[-1]
@@ -142,14 +167,19 @@ def test_same_seed_same_result_and_resume_equals_straight_through(tmp_path):
 def test_eval_every_follows_the_accuracy_within_epochs_without_changing_training():
     images, labels = toy_digits(320, seed=3)
     test = toy_digits(100, seed=4)
-    config = TrainConfig(epochs=2, batch_size=32, learning_rate=3e-3, warmup_steps=2)  # 10 steps per epoch
+    config = TrainConfig(
+        epochs=2, batch_size=32, learning_rate=3e-3, warmup_steps=2
+    )  # 10 steps per epoch
     init = VisionTransformer(TINY, key=jax.random.PRNGKey(11))
     plain, plain_history = fit(init, (images, labels), test, config, progress=False)
     traced, history = fit(init, (images, labels), test, config, eval_every=4, progress=False)
     # Every 4th step, plus each epoch's end (steps 10 and 20); the epoch-end figures are the per-epoch ones.
     assert history.eval_step == [4, 8, 10, 12, 16, 20]
     assert [history.eval_accuracy[2], history.eval_accuracy[5]] == history.test_accuracy
-    assert history.eval_seconds == sorted(history.eval_seconds) and history.eval_seconds[-1] == history.train_seconds[-1]
+    assert (
+        history.eval_seconds == sorted(history.eval_seconds)
+        and history.eval_seconds[-1] == history.train_seconds[-1]
+    )
     assert plain_history.eval_step == []
     # Evaluating along the way must not change what is learned.
     for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(traced)):
@@ -159,8 +189,11 @@ def test_eval_every_follows_the_accuracy_within_epochs_without_changing_training
 
 
 def test_first_reached_and_held_from_read_the_evaluations():
-    history = History(eval_step=[100, 200, 300, 400, 500], eval_seconds=[1.0, 2.0, 3.0, 4.0, 5.0],
-                      eval_accuracy=[0.90, 0.96, 0.95, 0.97, 0.98])
+    history = History(
+        eval_step=[100, 200, 300, 400, 500],
+        eval_seconds=[1.0, 2.0, 3.0, 4.0, 5.0],
+        eval_accuracy=[0.90, 0.96, 0.95, 0.97, 0.98],
+    )
     assert history.first_reached(0.957) == (200, 2.0)
     assert history.held_from(0.957) == (400, 4.0)  # it dipped below at step 300
     assert history.first_reached(0.98) == history.held_from(0.98) == (500, 5.0)
@@ -187,8 +220,13 @@ def test_checkpoint_round_trip_and_missing_file(tmp_path):
 def test_batch_larger_than_data_raises():
     images, labels = toy_digits(10)
     with pytest.raises(ValueError, match="larger than"):
-        fit(VisionTransformer(TINY, key=jax.random.PRNGKey(0)), (images, labels), None,
-            TrainConfig(batch_size=64), progress=False)
+        fit(
+            VisionTransformer(TINY, key=jax.random.PRNGKey(0)),
+            (images, labels),
+            None,
+            TrainConfig(batch_size=64),
+            progress=False,
+        )
 
 
 def test_micro_batched_gradient_equals_full_batch_gradient():
@@ -207,13 +245,20 @@ def test_micro_batched_gradient_equals_full_batch_gradient():
 
 
 def test_optimizer_step_takes_any_loss_and_equals_train_step():
-    from transformer_intro.train import loss_and_accuracy, make_optimizer, optimizer_step, train_step
+    from transformer_intro.train import (
+        loss_and_accuracy,
+        make_optimizer,
+        optimizer_step,
+        train_step,
+    )
 
     images, labels = toy_digits(16, seed=3)
     model = VisionTransformer(TINY, key=jax.random.PRNGKey(11))
     optimizer = make_optimizer(TrainConfig(learning_rate=1e-2, schedule="constant"), 10)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    generic, _, loss, accuracy = optimizer_step(model, opt_state, optimizer, loss_and_accuracy, images, labels)
+    generic, _, loss, accuracy = optimizer_step(
+        model, opt_state, optimizer, loss_and_accuracy, images, labels
+    )
     specific, _, loss_ref, _ = train_step(model, opt_state, images, labels, optimizer)
     assert_close(loss, loss_ref)
     for a, b in zip(jax.tree_util.tree_leaves(generic), jax.tree_util.tree_leaves(specific)):
@@ -227,7 +272,9 @@ def test_checkpoint_loads_into_a_model_of_the_callers_making(tmp_path):
     path = save_checkpoint(tmp_path / "m.eqx", model)
     like = VisionTransformer(TINY, key=jax.random.PRNGKey(13))
     loaded, _, _ = load_checkpoint(path, model_like=like)
-    np.testing.assert_array_equal(np.asarray(loaded.head.layers[0].weight), np.asarray(model.head.layers[0].weight))
+    np.testing.assert_array_equal(
+        np.asarray(loaded.head.layers[0].weight), np.asarray(model.head.layers[0].weight)
+    )
     assert not np.allclose(like.head.layers[0].weight, model.head.layers[0].weight)
 
 
@@ -246,7 +293,9 @@ def test_device_shift_equals_the_numpy_shift_for_the_same_offsets():
     rng = np.random.default_rng(0)
     images = rng.integers(1, 256, (12, 10, 10), dtype=np.uint8)
     reference = random_shift(images, 2, np.random.default_rng(3))
-    draws = np.random.default_rng(3)  # the same generator: random_shift draws the rows, then the columns
+    draws = np.random.default_rng(
+        3
+    )  # the same generator: random_shift draws the rows, then the columns
     rows, cols = draws.integers(0, 5, 12), draws.integers(0, 5, 12)
     shifted = np.asarray(shift_images(jnp.asarray(images), jnp.stack([rows, cols], axis=1), 2))
     np.testing.assert_array_equal(shifted, reference)
@@ -256,7 +305,9 @@ def test_device_shift_equals_the_numpy_shift_for_the_same_offsets():
     swapped = np.asarray(shift_images(jnp.asarray(images), jnp.stack([cols, rows], axis=1), 2))
     assert not np.array_equal(swapped, reference)
     # Offsets (2, 2) leave the image in place; max_shift 0 is no shift at all.
-    np.testing.assert_array_equal(shift_images(jnp.asarray(images), jnp.full((12, 2), 2), 2), images)
+    np.testing.assert_array_equal(
+        shift_images(jnp.asarray(images), jnp.full((12, 2), 2), 2), images
+    )
     assert random_shifts(jax.random.PRNGKey(0), images, 0) is images
     with pytest.raises(ValueError, match="max_shift"):
         random_shifts(jax.random.PRNGKey(0), images, 5)
@@ -272,19 +323,28 @@ def test_each_epoch_gets_a_fresh_permutation_and_fresh_shifts():
         assert order.shape == (6, 8)
         assert len(set(order.ravel())) == 48 and order.min() >= 0 and order.max() < n
     assert not np.array_equal(orders[0], orders[1])
-    np.testing.assert_array_equal(np.asarray(epoch_order(epoch_keys(0, 1)[0], n, batch_size)), orders[1])
-    assert not np.array_equal(np.asarray(epoch_order(epoch_keys(1, 1)[0], n, batch_size)), orders[1])
+    np.testing.assert_array_equal(
+        np.asarray(epoch_order(epoch_keys(0, 1)[0], n, batch_size)), orders[1]
+    )
+    assert not np.array_equal(
+        np.asarray(epoch_order(epoch_keys(1, 1)[0], n, batch_size)), orders[1]
+    )
 
     def batch(epoch, step, order=orders[0]):
-        out_images, out_labels = training_batch(images, labels, jnp.asarray(order), epoch_keys(0, epoch)[1], step, max_shift)
+        out_images, out_labels = training_batch(
+            images, labels, jnp.asarray(order), epoch_keys(0, epoch)[1], step, max_shift
+        )
         return np.asarray(out_images), np.asarray(out_labels)
 
     first, first_labels = batch(0, 0)
     np.testing.assert_array_equal(first_labels, orders[0][0])
     # Every image is its own original, translated by some offset within the range.
     for image, label in zip(first, first_labels):
-        assert any(np.array_equal(image, shift_by_hand(np.asarray(images[label]), r, c, max_shift))
-                   for r in range(5) for c in range(5))
+        assert any(
+            np.array_equal(image, shift_by_hand(np.asarray(images[label]), r, c, max_shift))
+            for r in range(5)
+            for c in range(5)
+        )
     np.testing.assert_array_equal(batch(0, 0)[0], first)  # same (seed, epoch, step): same shifts
     # The same examples in another epoch, or at another step, are shifted afresh.
     assert not np.array_equal(batch(1, 0)[0], first)

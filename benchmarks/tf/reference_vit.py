@@ -29,9 +29,9 @@ import argparse
 import statistics
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
 # The "reference" hyperparameters.
 REFERENCE = dict(
@@ -56,10 +56,12 @@ class SelfAttention(keras.layers.Layer):
     def __init__(self, projection_dim: int, **kwargs):
         super().__init__(**kwargs)
         self.projection_dim = projection_dim
-        self.Uk = keras.layers.Dense(projection_dim, activation="gelu", use_bias=False,
-                                     kernel_initializer=_init())
-        self.Uq = keras.layers.Dense(projection_dim, activation="gelu", use_bias=False,
-                                     kernel_initializer=_init())
+        self.Uk = keras.layers.Dense(
+            projection_dim, activation="gelu", use_bias=False, kernel_initializer=_init()
+        )
+        self.Uq = keras.layers.Dense(
+            projection_dim, activation="gelu", use_bias=False, kernel_initializer=_init()
+        )
 
     def call(self, x):  # x: (B, N, D)
         k = self.Uk(x)  # (B, N, P)
@@ -72,13 +74,16 @@ class SelfAttention(keras.layers.Layer):
 class MultiHeadSelfAttention(keras.layers.Layer):
     """Per head: SelfAttention then Dense(token_dim); the heads are averaged."""
 
-    def __init__(self, token_dim: int, projection_dim: int | None = None, num_heads: int = 1,
-                 **kwargs):
+    def __init__(
+        self, token_dim: int, projection_dim: int | None = None, num_heads: int = 1, **kwargs
+    ):
         super().__init__(**kwargs)
         projection_dim = token_dim if projection_dim is None else projection_dim
         self.heads = [SelfAttention(projection_dim) for _ in range(num_heads)]
-        self.outs = [keras.layers.Dense(token_dim, use_bias=False, kernel_initializer=_init())
-                     for _ in range(num_heads)]
+        self.outs = [
+            keras.layers.Dense(token_dim, use_bias=False, kernel_initializer=_init())
+            for _ in range(num_heads)
+        ]
 
     def call(self, x):
         stacked = tf.stack([out(head(x)) for head, out in zip(self.heads, self.outs)], axis=0)
@@ -91,8 +96,9 @@ class MLP(keras.layers.Layer):
     def __init__(self, num_hidden: int, num_layers: int, num_output: int, **kwargs):
         super().__init__(**kwargs)
         widths = [num_hidden] * num_layers + [num_output]
-        self.layers_ = [keras.layers.Dense(w, use_bias=True, kernel_initializer=_init())
-                        for w in widths]
+        self.layers_ = [
+            keras.layers.Dense(w, use_bias=True, kernel_initializer=_init()) for w in widths
+        ]
 
     def call(self, x):
         for layer in self.layers_[:-1]:
@@ -103,8 +109,7 @@ class MLP(keras.layers.Layer):
 class TransformerBlock(keras.layers.Layer):
     """Pre-norm block: x + mhsa(ln1(x)), then x + mlp(ln2(x))."""
 
-    def __init__(self, token_dim: int, num_heads: int, mlp_hidden: int, mlp_layers: int,
-                 **kwargs):
+    def __init__(self, token_dim: int, num_heads: int, mlp_hidden: int, mlp_layers: int, **kwargs):
         super().__init__(**kwargs)
         self.ln1 = keras.layers.LayerNormalization(axis=2)
         self.ln2 = keras.layers.LayerNormalization(axis=2)
@@ -122,9 +127,14 @@ class ImageTokeniser(keras.layers.Layer):
     def __init__(self, token_dim: int, patch_size: int, **kwargs):
         super().__init__(**kwargs)
         self.token_dim = token_dim
-        self.conv = keras.layers.Conv2D(filters=token_dim, kernel_size=patch_size,
-                                        strides=patch_size, padding="valid",
-                                        data_format="channels_last", kernel_initializer=_init())
+        self.conv = keras.layers.Conv2D(
+            filters=token_dim,
+            kernel_size=patch_size,
+            strides=patch_size,
+            padding="valid",
+            data_format="channels_last",
+            kernel_initializer=_init(),
+        )
 
     def call(self, images):  # (B, H, W, C)
         x = self.conv(images)  # (B, H/p, W/p, D)
@@ -139,16 +149,29 @@ class PositionEmbedding(keras.layers.Layer):
         # FIX: the reference stored a bare tf.Variable here; Keras 3 does not track such
         # attributes, so the embedding was never trained.  add_weight makes it trainable.
         self.embedding = self.add_weight(
-            shape=(num_tokens, token_dim), initializer=keras.initializers.RandomNormal(),
-            trainable=True, name="position_embedding")
+            shape=(num_tokens, token_dim),
+            initializer=keras.initializers.RandomNormal(),
+            trainable=True,
+            name="position_embedding",
+        )
 
     def call(self, x):
         return x + self.embedding
 
 
 class TinyVisionTransformer(keras.Model):
-    def __init__(self, image_shape=(28, 28, 1), patch_size=4, token_dim=128, num_heads=8,
-                 num_blocks=8, mlp_hidden=128, mlp_layers=1, num_classes=10, **kwargs):
+    def __init__(
+        self,
+        image_shape=(28, 28, 1),
+        patch_size=4,
+        token_dim=128,
+        num_heads=8,
+        num_blocks=8,
+        mlp_hidden=128,
+        mlp_layers=1,
+        num_classes=10,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         height, width, _ = image_shape
         num_tokens = (height // patch_size) * (width // patch_size)
@@ -156,10 +179,13 @@ class TinyVisionTransformer(keras.Model):
         self.position = PositionEmbedding(num_tokens, token_dim)
         # FIX (as for the position embedding): add_weight, not a bare tf.Variable, so that
         # the class token is tracked and trained.
-        self.class_token = self.add_weight(shape=(1, 1, token_dim), initializer="zeros",
-                                           trainable=True, name="class_token")
-        self.blocks = [TransformerBlock(token_dim, num_heads, mlp_hidden, mlp_layers)
-                       for _ in range(num_blocks)]
+        self.class_token = self.add_weight(
+            shape=(1, 1, token_dim), initializer="zeros", trainable=True, name="class_token"
+        )
+        self.blocks = [
+            TransformerBlock(token_dim, num_heads, mlp_hidden, mlp_layers)
+            for _ in range(num_blocks)
+        ]
         self.head = MLP(num_hidden=mlp_hidden, num_layers=mlp_layers, num_output=num_classes)
 
     def call(self, images):
@@ -185,8 +211,16 @@ def count_params(model) -> int:
     return int(sum(np.prod(v.shape) for v in model.trainable_variables))
 
 
-def expected_param_count(image_shape=(28, 28, 1), patch_size=4, token_dim=128, num_heads=8,
-                         num_blocks=8, mlp_hidden=128, mlp_layers=1, num_classes=10) -> int:
+def expected_param_count(
+    image_shape=(28, 28, 1),
+    patch_size=4,
+    token_dim=128,
+    num_heads=8,
+    num_blocks=8,
+    mlp_hidden=128,
+    mlp_layers=1,
+    num_classes=10,
+) -> int:
     """Hand count, to check the Keras model against."""
     d, (h, w, c) = token_dim, image_shape
     n = (h // patch_size) * (w // patch_size)
@@ -197,8 +231,7 @@ def expected_param_count(image_shape=(28, 28, 1), patch_size=4, token_dim=128, n
 
     tokeniser = patch_size * patch_size * c * d + d
     block = num_heads * 3 * d * d + mlp(d, mlp_hidden, mlp_layers, d) + 2 * 2 * d
-    return (tokeniser + n * d + d + num_blocks * block
-            + mlp(d, mlp_hidden, mlp_layers, num_classes))
+    return tokeniser + n * d + d + num_blocks * block + mlp(d, mlp_hidden, mlp_layers, num_classes)
 
 
 def make_train_step(model, optimizer, loss_fn, jit_compile: bool = False):
@@ -221,8 +254,7 @@ def make_optimizer_and_loss():
     return optimizer, loss_fn
 
 
-def random_batch(batch_size: int, seed: int = 0, num_classes: int = 10,
-                 image_shape=(28, 28, 1)):
+def random_batch(batch_size: int, seed: int = 0, num_classes: int = 10, image_shape=(28, 28, 1)):
     """Images uniform in [-1, 1], shape (B, 28, 28, 1), and random one-hot labels."""
     rng = np.random.default_rng(seed)
     images = rng.uniform(-1.0, 1.0, size=(batch_size, *image_shape)).astype(np.float32)
@@ -230,8 +262,14 @@ def random_batch(batch_size: int, seed: int = 0, num_classes: int = 10,
     return tf.constant(images), tf.constant(labels)
 
 
-def measure_throughput(batch_size: int, steps: int, warmup: int = 3,
-                       jit_compile: bool = False, repeats: int = 3, seed: int = 0) -> float:
+def measure_throughput(
+    batch_size: int,
+    steps: int,
+    warmup: int = 3,
+    jit_compile: bool = False,
+    repeats: int = 3,
+    seed: int = 0,
+) -> float:
     """Training images per second (median over `repeats` timings of `steps` steps).
 
     The first `warmup` steps (tracing and, with XLA, compilation) are not timed.
@@ -270,15 +308,25 @@ def sanity_check(batch_size: int = 16, steps: int = 10, seed: int = 0) -> dict:
         losses.append(float(step(images, labels)))
     assert pos_changed and cls_changed, (pos_changed, cls_changed)
     assert losses[-1] < losses[0], losses
-    return dict(params=n_params, position_trained=pos_changed, class_token_trained=cls_changed,
-                first_loss=losses[0], last_loss=losses[-1])
+    return dict(
+        params=n_params,
+        position_trained=pos_changed,
+        class_token_trained=cls_changed,
+        first_loss=losses[0],
+        last_loss=losses[-1],
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
-    parser.add_argument("--steps", type=int, nargs="+", default=[30, 10],
-                        help="timed steps per repeat, one per batch size (last one reused)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="+",
+        default=[30, 10],
+        help="timed steps per repeat, one per batch size (last one reused)",
+    )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-xla", action="store_true", help="skip the jit_compile=True runs")
@@ -292,9 +340,10 @@ def main(argv=None):
         print("sanity:", sanity_check())
     for i, batch_size in enumerate(args.batch_sizes):
         steps = args.steps[min(i, len(args.steps) - 1)]
-        for jit in ([False] if args.no_xla else [False, True]):
-            rate = measure_throughput(batch_size, steps, args.warmup, jit_compile=jit,
-                                      repeats=args.repeats)
+        for jit in [False] if args.no_xla else [False, True]:
+            rate = measure_throughput(
+                batch_size, steps, args.warmup, jit_compile=jit, repeats=args.repeats
+            )
             print(f"batch {batch_size:4d}  XLA={'on ' if jit else 'off'}  {rate:8.1f} images/s")
 
 

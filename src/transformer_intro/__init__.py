@@ -5,8 +5,18 @@ Every module's ``__call__`` acts on one example; batch with ``jax.vmap`` or the 
 """
 
 from .attention import (
-    MultiHeadAttention, MultiHeadSelfAttention, SelfAttention, SharedProjectionAttention, attend, attention_weights,
-    causal_mask, dot_product_attention_weights, from_equinox, padding_mask, qkv_attention, qkv_weights,
+    MultiHeadAttention,
+    MultiHeadSelfAttention,
+    SelfAttention,
+    SharedProjectionAttention,
+    attend,
+    attention_weights,
+    causal_mask,
+    dot_product_attention_weights,
+    from_equinox,
+    padding_mask,
+    qkv_attention,
+    qkv_weights,
     to_equinox,
 )
 from .block import TransformerBlock
@@ -16,12 +26,40 @@ from .mlp import MLP
 from .normalisation import LayerNorm
 from .positions import PositionEmbedding, rotate_pairs, sinusoidal_embeddings
 from .tokenisers import ContinuousTokeniser, DiscreteTokeniser, PatchTokeniser, Vocabulary, patchify
-from .vit import CONFIGS, ViTConfig, VisionTransformer, count_parameters, get_config
+from .vit import CONFIGS, VisionTransformer, ViTConfig, count_parameters, get_config
 
 __all__ = [
-    "MultiHeadAttention", "MultiHeadSelfAttention", "SelfAttention", "SharedProjectionAttention", "attend", "attention_weights",
-    "causal_mask", "dot_product_attention_weights", "from_equinox", "padding_mask", "qkv_attention",
-    "qkv_weights", "to_equinox", "TransformerBlock", "DecoderLayer", "EncoderDecoder", "LanguageModel", "LMConfig", "MLP", "LayerNorm", "PositionEmbedding", "rotate_pairs",
-    "sinusoidal_embeddings", "ContinuousTokeniser", "DiscreteTokeniser", "PatchTokeniser", "Vocabulary", "patchify",
-    "CONFIGS", "ViTConfig", "VisionTransformer", "count_parameters", "get_config",
+    "MultiHeadAttention",
+    "MultiHeadSelfAttention",
+    "SelfAttention",
+    "SharedProjectionAttention",
+    "attend",
+    "attention_weights",
+    "causal_mask",
+    "dot_product_attention_weights",
+    "from_equinox",
+    "padding_mask",
+    "qkv_attention",
+    "qkv_weights",
+    "to_equinox",
+    "TransformerBlock",
+    "DecoderLayer",
+    "EncoderDecoder",
+    "LanguageModel",
+    "LMConfig",
+    "MLP",
+    "LayerNorm",
+    "PositionEmbedding",
+    "rotate_pairs",
+    "sinusoidal_embeddings",
+    "ContinuousTokeniser",
+    "DiscreteTokeniser",
+    "PatchTokeniser",
+    "Vocabulary",
+    "patchify",
+    "CONFIGS",
+    "ViTConfig",
+    "VisionTransformer",
+    "count_parameters",
+    "get_config",
 ]

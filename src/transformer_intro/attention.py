@@ -18,7 +18,8 @@ each normalised over n' (down the column).
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -99,7 +100,9 @@ class SharedProjectionAttention(eqx.Module):
     projection: Float[Array, "K D"]
     scaled: bool = eqx.field(static=True)
 
-    def __init__(self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray):
+    def __init__(
+        self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray
+    ):
         self.projection = jax.nn.initializers.glorot_normal()(key, (projection_dim, token_dim))
         self.scaled = scaled
 
@@ -107,11 +110,15 @@ class SharedProjectionAttention(eqx.Module):
         projected = x @ self.projection.T
         return projected @ projected.T
 
-    def attention_weights(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N N"]:
+    def attention_weights(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "N N"]:
         projected = x @ self.projection.T
         return attention_weights(projected, projected, scaled=self.scaled, mask=mask)
 
-    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+    def __call__(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "N D"]:
         return attend(x, self.attention_weights(x, mask))
 
 
@@ -126,7 +133,9 @@ class SelfAttention(eqx.Module):
     query_projection: Float[Array, "K D"]
     scaled: bool = eqx.field(static=True)
 
-    def __init__(self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray):
+    def __init__(
+        self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray
+    ):
         k_key, q_key = jax.random.split(key)
         init = jax.nn.initializers.glorot_normal()
         self.key_projection = init(k_key, (projection_dim, token_dim))
@@ -136,12 +145,16 @@ class SelfAttention(eqx.Module):
     def scores(self, x: Float[Array, "N D"]) -> Float[Array, "N N"]:
         return (x @ self.key_projection.T) @ (x @ self.query_projection.T).T
 
-    def attention_weights(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N N"]:
+    def attention_weights(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "N N"]:
         keys = x @ self.key_projection.T
         queries = x @ self.query_projection.T
         return attention_weights(keys, queries, scaled=self.scaled, mask=mask)
 
-    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+    def __call__(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "N D"]:
         return attend(x, self.attention_weights(x, mask))
 
 
@@ -242,7 +255,9 @@ class MultiHeadAttention(eqx.Module):
             self.value_projections = init(v_key, (num_heads, value_dim, token_dim))
             # One D x (H Dv) output matrix, initialised as a whole and split by head.
             w_o = jax.nn.initializers.glorot_normal()(o_key, (token_dim, num_heads * value_dim))
-            self.output_projections = w_o.reshape(token_dim, num_heads, value_dim).transpose(1, 0, 2)
+            self.output_projections = w_o.reshape(token_dim, num_heads, value_dim).transpose(
+                1, 0, 2
+            )
         self.num_heads = num_heads
         self.scaled = scaled
         self.rotary = rotary
@@ -310,12 +325,16 @@ class MultiHeadAttention(eqx.Module):
                 f"context must hold tokens of width {self.token_dim} in the layout of x {x.shape}, got {context.shape}"
             )
         if self.rotary:
-            raise ValueError("rotary positions compare positions within one sequence; use them in self-attention only")
+            raise ValueError(
+                "rotary positions compare positions within one sequence; use them in self-attention only"
+            )
         return context
 
     # -- generation with a key-value cache ---------------------------------------------------------
 
-    def empty_cache(self, window: int, dtype=jnp.float32) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
+    def empty_cache(
+        self, window: int, dtype=jnp.float32
+    ) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
         """Room for the keys and values of ``window`` tokens, every head, preallocated as zeros."""
         heads, k, _ = self.key_projections.shape
         dv = self.value_projections.shape[1]
@@ -347,10 +366,16 @@ class MultiHeadAttention(eqx.Module):
         positions = start + jnp.arange(t)
         if self.rotary:
             keys, queries = rotate_pairs(keys, positions), rotate_pairs(queries, positions)
-        cached_keys = jax.lax.dynamic_update_slice(cached_keys, keys.astype(cached_keys.dtype), (0, start, 0))
-        cached_values = jax.lax.dynamic_update_slice(cached_values, values.astype(cached_values.dtype), (0, start, 0))
+        cached_keys = jax.lax.dynamic_update_slice(
+            cached_keys, keys.astype(cached_keys.dtype), (0, start, 0)
+        )
+        cached_values = jax.lax.dynamic_update_slice(
+            cached_values, values.astype(cached_values.dtype), (0, start, 0)
+        )
         # Slots after the newest token hold zeros or stale entries; the mask keeps them out.
-        mask = jnp.arange(window)[:, None] <= positions[None, :]  # mask[m, n]: input m before output n
+        mask = (
+            jnp.arange(window)[:, None] <= positions[None, :]
+        )  # mask[m, n]: input m before output n
         weights = jax.vmap(lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=mask))(
             cached_keys, queries
         )  # (H, W, T)
@@ -402,7 +427,9 @@ class MultiHeadAttention(eqx.Module):
             raise ValueError(f"context batch {source.shape[0]} does not match the batch of x, {b}")
         q = n if num_outputs is None else num_outputs
         if not 1 <= q <= n:
-            raise ValueError(f"num_outputs must be between 1 and the number of tokens {n}, got {num_outputs}")
+            raise ValueError(
+                f"num_outputs must be between 1 and the number of tokens {n}, got {num_outputs}"
+            )
         if mask is not None and mask.shape[-2:] != (m, n):
             raise ValueError(f"mask must have shape ({m}, {n}) or (B, {m}, {n}), got {mask.shape}")
         k = self.head_dim
@@ -424,8 +451,13 @@ class MultiHeadAttention(eqx.Module):
                 queries = x[:, :q] @ self.query_projections[h].T
             queries = self.qk_activation(queries)
             if self.rotary:
-                keys, queries = rotate_pairs(keys, jnp.arange(n)), rotate_pairs(queries, jnp.arange(q))
-            logits = jnp.einsum("bjk,bik->bji", queries, keys)  # logits[b, n, n'] = q_n . k_n' = A_h[n', n] before softmax
+                keys, queries = (
+                    rotate_pairs(keys, jnp.arange(n)),
+                    rotate_pairs(queries, jnp.arange(q)),
+                )
+            logits = jnp.einsum(
+                "bjk,bik->bji", queries, keys
+            )  # logits[b, n, n'] = q_n . k_n' = A_h[n', n] before softmax
             if self.scaled:
                 logits = logits / math.sqrt(k)
             if mask is not None:
@@ -446,7 +478,7 @@ MultiHeadSelfAttention = MultiHeadAttention
 # ---------------------------------------------------------------------------------------------
 
 
-def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, "..."]]:
+def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, ...]]:
     """The layer's weights in the Q/K/V-concat-W_O form: ``Y = concat_h(softmax(Q_h K_hᵀ) V_h) W_O``.
 
     Returns ``W_Q``, ``W_K`` (D, H K), ``W_V`` (D, H Dv) and ``W_O`` (H Dv, D), acting on tokens as
@@ -467,7 +499,11 @@ def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, "..."]]:
 
 
 def qkv_attention(
-    x: Float[Array, "N D"], weights: dict[str, Float[Array, "..."]], num_heads: int, *, scaled: bool = True
+    x: Float[Array, "N D"],
+    weights: dict[str, Float[Array, ...]],
+    num_heads: int,
+    *,
+    scaled: bool = True,
 ) -> Float[Array, "N D"]:
     """Multi-head attention written the way Vaswani et al. (2017) write it (queries attend over rows)."""
     n = x.shape[0]
@@ -487,7 +523,9 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
     Equinox always scales by 1/sqrt(K), so the layer must be ``scaled`` and not rotary.
     """
     if not mhsa.scaled or mhsa.rotary or mhsa.qk_activation is not _identity:
-        raise ValueError("only a scaled, non-rotary layer without a key/query activation maps to Equinox")
+        raise ValueError(
+            "only a scaled, non-rotary layer without a key/query activation maps to Equinox"
+        )
     w = qkv_weights(mhsa)
     h, k, d = mhsa.key_projections.shape
     dv = mhsa.value_projections.shape[1]
@@ -495,21 +533,35 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
         num_heads=h, query_size=d, qk_size=k, vo_size=dv, output_size=d, key=jax.random.PRNGKey(0)
     )
     # Equinox's Linear stores weight as (out, in), i.e. the transpose of the W's above.
-    for name, value in (("query_proj", w["W_Q"]), ("key_proj", w["W_K"]), ("value_proj", w["W_V"]),
-                        ("output_proj", w["W_O"])):
+    for name, value in (
+        ("query_proj", w["W_Q"]),
+        ("key_proj", w["W_K"]),
+        ("value_proj", w["W_V"]),
+        ("output_proj", w["W_O"]),
+    ):
         layer = eqx.tree_at(lambda l: getattr(l, name).weight, layer, value.T)
     return layer
 
 
 def from_equinox(layer: eqx.nn.MultiheadAttention) -> MultiHeadSelfAttention:
     """The text's parameterisation of an (unbiased) ``equinox.nn.MultiheadAttention``."""
-    if any(getattr(layer, p).bias is not None for p in ("query_proj", "key_proj", "value_proj", "output_proj")):
-        raise ValueError("the text's form has no biases; build the Equinox layer with use_*_bias=False")
+    if any(
+        getattr(layer, p).bias is not None
+        for p in ("query_proj", "key_proj", "value_proj", "output_proj")
+    ):
+        raise ValueError(
+            "the text's form has no biases; build the Equinox layer with use_*_bias=False"
+        )
     h, k, dv = layer.num_heads, layer.qk_size, layer.vo_size
     d = layer.query_proj.weight.shape[1]
     mhsa = MultiHeadSelfAttention(d, h, k, dv, scaled=True, key=jax.random.PRNGKey(0))
     return eqx.tree_at(
-        lambda m: (m.query_projections, m.key_projections, m.value_projections, m.output_projections),
+        lambda m: (
+            m.query_projections,
+            m.key_projections,
+            m.value_projections,
+            m.output_projections,
+        ),
         mhsa,
         (
             layer.query_proj.weight.reshape(h, k, d),

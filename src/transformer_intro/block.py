@@ -3,7 +3,8 @@ residual connection and preceded by LayerNorm (the pre-norm arrangement, Xiong e
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -57,16 +58,24 @@ class TransformerBlock(eqx.Module):
             token_dim, num_heads, head_dim, value_dim, key=attention_key, **attention_options
         )
         self.mlp_norm = LayerNorm(token_dim)
-        self.mlp = MLP(token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key)
+        self.mlp = MLP(
+            token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key
+        )
         self.residual = residual
 
-    def __call__(self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None) -> Float[Array, "N D"]:
+    def __call__(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "N D"]:
         x_bar = jax.vmap(self.attention_norm)(x)
         y = (x if self.residual == "input" else x_bar) + self.attention(x_bar, mask)
         return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y))
 
     def batched(
-        self, x: Float[Array, "B N D"], mask: Bool[Array, "N N"] | None = None, *, num_outputs: int | None = None
+        self,
+        x: Float[Array, "B N D"],
+        mask: Bool[Array, "N N"] | None = None,
+        *,
+        num_outputs: int | None = None,
     ) -> Float[Array, "B Q D"]:
         """``jax.vmap(self)(x)`` through the attention's and the MLP's fast batched paths.
 

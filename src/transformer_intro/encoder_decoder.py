@@ -14,7 +14,7 @@ Padding is the id ``pad_id`` in both sequences.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -41,9 +41,9 @@ def cross_attention_mask(source_is_real: Bool[Array, " M"], num_targets: int) ->
 class DecoderLayer(eqx.Module):
     r"""One decoder layer on one target sequence Y (rows), reading the encoder's outputs Z::
 
-        Y1 = Y  + MHSA(LayerNorm(Y), causal mask)          each token reads itself and earlier ones
-        Y2 = Y1 + MHA(LayerNorm(Y1), context=Z)            cross-attention: queries from Y1, keys and values from Z
-        Y' = Y2 + MLP(LayerNorm(Y2))
+    Y1 = Y  + MHSA(LayerNorm(Y), causal mask)          each token reads itself and earlier ones
+    Y2 = Y1 + MHA(LayerNorm(Y1), context=Z)            cross-attention: queries from Y1, keys and values from Z
+    Y' = Y2 + MLP(LayerNorm(Y2))
     """
 
     self_attention_norm: LayerNorm
@@ -53,13 +53,25 @@ class DecoderLayer(eqx.Module):
     mlp_norm: LayerNorm
     mlp: MLP
 
-    def __init__(self, token_dim: int, num_heads: int, mlp_hidden_dim: int, *, value_dim: int | None = None,
-                 mlp_activation: Callable = jax.nn.gelu, key: PRNGKeyArray):
+    def __init__(
+        self,
+        token_dim: int,
+        num_heads: int,
+        mlp_hidden_dim: int,
+        *,
+        value_dim: int | None = None,
+        mlp_activation: Callable = jax.nn.gelu,
+        key: PRNGKeyArray,
+    ):
         self_key, cross_key, mlp_key = jax.random.split(key, 3)
         self.self_attention_norm = LayerNorm(token_dim)
-        self.self_attention = MultiHeadAttention(token_dim, num_heads, value_dim=value_dim, key=self_key)
+        self.self_attention = MultiHeadAttention(
+            token_dim, num_heads, value_dim=value_dim, key=self_key
+        )
         self.cross_attention_norm = LayerNorm(token_dim)
-        self.cross_attention = MultiHeadAttention(token_dim, num_heads, value_dim=value_dim, key=cross_key)
+        self.cross_attention = MultiHeadAttention(
+            token_dim, num_heads, value_dim=value_dim, key=cross_key
+        )
         self.mlp_norm = LayerNorm(token_dim)
         self.mlp = MLP(token_dim, mlp_hidden_dim, activation=mlp_activation, key=mlp_key)
 
@@ -74,13 +86,18 @@ class DecoderLayer(eqx.Module):
         return y + jax.vmap(self.mlp)(self.mlp_norm(y))
 
     def batched(
-        self, y: Float[Array, "B N D"], memory: Float[Array, "B M D"], source_is_real: Bool[Array, "B M"]
+        self,
+        y: Float[Array, "B N D"],
+        memory: Float[Array, "B M D"],
+        source_is_real: Bool[Array, "B M"],
     ) -> Float[Array, "B N D"]:
         """``jax.vmap(self)(y, memory, source_is_real)`` through the fast batched paths."""
         n = y.shape[1]
         y = y + self.self_attention.batched(self.self_attention_norm(y), causal_mask(n))
         cross_mask = jax.vmap(cross_attention_mask, in_axes=(0, None))(source_is_real, n)
-        y = y + self.cross_attention.batched(self.cross_attention_norm(y), cross_mask, context=memory)
+        y = y + self.cross_attention.batched(
+            self.cross_attention_norm(y), cross_mask, context=memory
+        )
         return y + self.mlp.batched(self.mlp_norm(y))
 
     def cross_attention_weights(
@@ -135,16 +152,20 @@ class EncoderDecoder(eqx.Module):
         self.source_embedding = DiscreteTokeniser(source_vocab_size, token_dim, key=next(keys))
         # Positions start as large as the unit-variance symbol embeddings, so that from the first
         # step attention can tell the first digit of a year from the last.
-        self.source_positions = PositionEmbedding(max_source_length, token_dim, init_scale=position_scale,
-                                                  key=next(keys))
+        self.source_positions = PositionEmbedding(
+            max_source_length, token_dim, init_scale=position_scale, key=next(keys)
+        )
         self.encoder = tuple(
-            TransformerBlock(token_dim, num_heads, mlp_hidden_dim, value_dim=value_dim, key=next(keys))
+            TransformerBlock(
+                token_dim, num_heads, mlp_hidden_dim, value_dim=value_dim, key=next(keys)
+            )
             for _ in range(encoder_layers)
         )
         self.encoder_norm = LayerNorm(token_dim)
         self.target_embedding = DiscreteTokeniser(target_vocab_size, token_dim, key=next(keys))
-        self.target_positions = PositionEmbedding(max_target_length, token_dim, init_scale=position_scale,
-                                                  key=next(keys))
+        self.target_positions = PositionEmbedding(
+            max_target_length, token_dim, init_scale=position_scale, key=next(keys)
+        )
         self.decoder = tuple(
             DecoderLayer(token_dim, num_heads, mlp_hidden_dim, value_dim=value_dim, key=next(keys))
             for _ in range(decoder_layers)
@@ -173,7 +194,10 @@ class EncoderDecoder(eqx.Module):
         return self.encoder_norm(x)
 
     def decode(
-        self, memory: Float[Array, "M D"], source_is_real: Bool[Array, " M"], target_inputs: Int[Array, " N"]
+        self,
+        memory: Float[Array, "M D"],
+        source_is_real: Bool[Array, " M"],
+        target_inputs: Int[Array, " N"],
     ) -> Float[Array, "N V"]:
         """Logits for the next target token at every position, reading the targets up to there."""
         self._check_target(target_inputs.shape[-1])
@@ -182,10 +206,14 @@ class EncoderDecoder(eqx.Module):
             y = layer(y, memory, source_is_real)
         return jax.vmap(self.unembedding)(self.decoder_norm(y))
 
-    def __call__(self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]) -> Float[Array, "N V"]:
+    def __call__(
+        self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]
+    ) -> Float[Array, "N V"]:
         return self.decode(self.encode(source), source != self.pad_id, target_inputs)
 
-    def cross_attention_weights(self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]) -> Float[Array, "L H M N"]:
+    def cross_attention_weights(
+        self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]
+    ) -> Float[Array, "L H M N"]:
         """Every decoder layer's cross-attention matrices ``A_h[m, n]`` (target n reads source m)."""
         memory, source_is_real = self.encode(source), source != self.pad_id
         y = self.target_positions(self.target_embedding(target_inputs))
@@ -206,20 +234,32 @@ class EncoderDecoder(eqx.Module):
         return self.encoder_norm(x)
 
     def decode_batched(
-        self, memory: Float[Array, "B M D"], source_is_real: Bool[Array, "B M"], target_inputs: Int[Array, "B N"]
+        self,
+        memory: Float[Array, "B M D"],
+        source_is_real: Bool[Array, "B M"],
+        target_inputs: Int[Array, "B N"],
     ) -> Float[Array, "B N V"]:
         self._check_target(target_inputs.shape[-1])
-        y = self.target_positions.table()[: target_inputs.shape[1]] + self.target_embedding.table[target_inputs]
+        y = (
+            self.target_positions.table()[: target_inputs.shape[1]]
+            + self.target_embedding.table[target_inputs]
+        )
         for layer in self.decoder:
             y = layer.batched(y, memory, source_is_real)
         y = self.decoder_norm(y)
         return y @ self.unembedding.weight.T + self.unembedding.bias
 
-    def batched(self, sources: Int[Array, "B M"], target_inputs: Int[Array, "B N"]) -> Float[Array, "B N V"]:
+    def batched(
+        self, sources: Int[Array, "B M"], target_inputs: Int[Array, "B N"]
+    ) -> Float[Array, "B N V"]:
         """``jax.vmap(self)(sources, target_inputs)``, laid out for speed."""
-        return self.decode_batched(self.encode_batched(sources), sources != self.pad_id, target_inputs)
+        return self.decode_batched(
+            self.encode_batched(sources), sources != self.pad_id, target_inputs
+        )
 
-    def greedy_decode(self, sources: Int[Array, "B M"], start_id: int, length: int | None = None) -> Int[Array, "B N"]:
+    def greedy_decode(
+        self, sources: Int[Array, "B M"], start_id: int, length: int | None = None
+    ) -> Int[Array, "B N"]:
         """Generate targets one token at a time, each the most likely next token given the ones
         before it: ``length`` tokens after ``start_id`` (the decoder's full length by default).
 
@@ -248,15 +288,22 @@ class EncoderDecoder(eqx.Module):
 
     def _check_source(self, length: int) -> None:
         if length > self.max_source_length:
-            raise ValueError(f"source of {length} tokens is longer than the {self.max_source_length} the model reads")
+            raise ValueError(
+                f"source of {length} tokens is longer than the {self.max_source_length} the model reads"
+            )
 
     def _check_target(self, length: int) -> None:
         if length > self.max_target_length:
-            raise ValueError(f"target of {length} tokens is longer than the {self.max_target_length} the model writes")
+            raise ValueError(
+                f"target of {length} tokens is longer than the {self.max_target_length} the model writes"
+            )
 
 
 def sequence_loss(
-    model: EncoderDecoder, sources: Int[Array, "B M"], target_inputs: Int[Array, "B N"], targets: Int[Array, "B N"]
+    model: EncoderDecoder,
+    sources: Int[Array, "B M"],
+    target_inputs: Int[Array, "B N"],
+    targets: Int[Array, "B N"],
 ) -> tuple[Float[Array, ""], Float[Array, ""]]:
     """Teacher forcing's loss: mean cross-entropy over the real (non-padding) target tokens, and
     the fraction of them predicted right. Padded target positions weigh nothing."""
@@ -291,8 +338,12 @@ def train(
     time, compilation included.
     """
     if len(sources) < batch_size:
-        raise ValueError(f"batch size {batch_size} is larger than the {len(sources)} training pairs")
-    config = TrainConfig(learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay)
+        raise ValueError(
+            f"batch size {batch_size} is larger than the {len(sources)} training pairs"
+        )
+    config = TrainConfig(
+        learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay
+    )
     optimizer = make_optimizer(config, steps)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     rng = np.random.default_rng(seed)
@@ -305,7 +356,13 @@ def train(
             order = rng.permutation(len(sources))
         batch = order[(step % per_epoch) * batch_size : (step % per_epoch + 1) * batch_size]
         model, opt_state, loss, accuracy = optimizer_step(
-            model, opt_state, optimizer, sequence_loss, sources[batch], target_inputs[batch], targets[batch]
+            model,
+            opt_state,
+            optimizer,
+            sequence_loss,
+            sources[batch],
+            target_inputs[batch],
+            targets[batch],
         )
         history["loss"].append(loss)
         history["accuracy"].append(accuracy)

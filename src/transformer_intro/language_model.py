@@ -55,14 +55,14 @@ class LMConfig:
         if self.positions not in ("learned", "rotary"):
             raise ValueError(f"positions must be 'learned' or 'rotary', got {self.positions!r}")
 
-    def replace(self, **changes) -> "LMConfig":
+    def replace(self, **changes) -> LMConfig:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "LMConfig":
+    def from_json(cls, text: str) -> LMConfig:
         return cls(**json.loads(text))
 
 
@@ -85,14 +85,26 @@ class LanguageModel(eqx.Module):
         token_key, position_key, block_key, out_key = jax.random.split(key, 4)
         d = config.dim
         tokeniser = DiscreteTokeniser(config.vocab_size, d, key=token_key)
-        self.tokeniser = eqx.tree_at(lambda t: t.table, tokeniser, tokeniser.table * config.embedding_init_scale)
+        self.tokeniser = eqx.tree_at(
+            lambda t: t.table, tokeniser, tokeniser.table * config.embedding_init_scale
+        )
         rotary = config.positions == "rotary"
-        self.position_embedding = None if rotary else PositionEmbedding(
-            config.window, d, init_scale=config.embedding_init_scale, key=position_key
+        self.position_embedding = (
+            None
+            if rotary
+            else PositionEmbedding(
+                config.window, d, init_scale=config.embedding_init_scale, key=position_key
+            )
         )
         self.blocks = tuple(
-            TransformerBlock(d, config.num_heads, config.mlp_hidden_dim, value_dim=d // config.num_heads,
-                             rotary=rotary, key=k)
+            TransformerBlock(
+                d,
+                config.num_heads,
+                config.mlp_hidden_dim,
+                value_dim=d // config.num_heads,
+                rotary=rotary,
+                key=k,
+            )
             for k in jax.random.split(block_key, config.num_blocks)
         )
         self.final_norm = LayerNorm(d)
@@ -108,7 +120,9 @@ class LanguageModel(eqx.Module):
                 f"a context of {start + n} symbols is longer than the model's window of {self.config.window}"
             )
 
-    def embed(self, symbols: Int[Array, " N"], start: Int[Array, ""] | int = 0) -> Float[Array, "N D"]:
+    def embed(
+        self, symbols: Int[Array, " N"], start: Int[Array, ""] | int = 0
+    ) -> Float[Array, "N D"]:
         x = self.tokeniser(symbols)
         if self.position_embedding is not None:
             table = self.position_embedding.table()
@@ -177,7 +191,9 @@ def inputs_and_targets(windows: Int[Array, "B N+1"]) -> tuple[Int[Array, "B N"],
     return windows[:, :-1], windows[:, 1:]
 
 
-def random_windows(ids: Int[Array, " L"], key: PRNGKeyArray, batch_size: int, length: int) -> Int[Array, "B length"]:
+def random_windows(
+    ids: Int[Array, " L"], key: PRNGKeyArray, batch_size: int, length: int
+) -> Int[Array, "B length"]:
     """``batch_size`` windows of ``length`` consecutive symbols at uniformly random places."""
     starts = jax.random.randint(key, (batch_size,), 0, ids.shape[0] - length + 1)
     return jax.vmap(lambda s: jax.lax.dynamic_slice_in_dim(ids, s, length))(starts)
@@ -245,7 +261,9 @@ class LMRecipe:
 
 # The chapter's model and recipe (benchmarks/lm_time_to_loss.py times them): about 4.5 minutes of
 # training on a 2-core CPU, validation loss below 1.75 nats/char on the held-out plays.
-SHAKESPEARE_CONFIG = LMConfig(vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, mlp_hidden_dim=512)
+SHAKESPEARE_CONFIG = LMConfig(
+    vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, mlp_hidden_dim=512
+)
 SHAKESPEARE_RECIPE = LMRecipe(steps=1000, batch_size=64, learning_rate=2e-3, warmup_steps=100)
 VALIDATION_WINDOWS = 512  # fixed windows spread evenly over the held-out plays
 
@@ -264,10 +282,14 @@ def train_steps(model, opt_state, optimizer, train_ids, key, batch_size: int, nu
         params, opt_state = carry
         model = eqx.combine(params, static)
         windows = random_windows(train_ids, step_key, batch_size, length)
-        model, opt_state, loss, _ = optimizer_step(model, opt_state, optimizer, next_symbol_loss, windows)
+        model, opt_state, loss, _ = optimizer_step(
+            model, opt_state, optimizer, next_symbol_loss, windows
+        )
         return (eqx.filter(model, eqx.is_array), opt_state), loss
 
-    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state), jax.random.split(key, num_steps))
+    (params, opt_state), losses = jax.lax.scan(
+        step, (params, opt_state), jax.random.split(key, num_steps)
+    )
     return eqx.combine(params, static), opt_state, losses
 
 
@@ -300,19 +322,29 @@ def train_language_model(
     the history. The clock counts training only, the first call's compilation included.
     """
     if eval_every % recipe.steps_per_call or recipe.steps % recipe.steps_per_call:
-        raise ValueError(f"steps and eval_every must be multiples of steps_per_call={recipe.steps_per_call}")
+        raise ValueError(
+            f"steps and eval_every must be multiples of steps_per_call={recipe.steps_per_call}"
+        )
     optimizer = recipe.optimizer()
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     train_ids = jnp.asarray(train_ids)
     validation_windows = jnp.asarray(validation_windows)
     key = jax.random.PRNGKey(recipe.seed)
     history, seconds, pending = LMHistory(), 0.0, []
-    bar = tqdm(total=recipe.steps, desc="training", unit="step", disable=not progress, mininterval=2.0)
+    bar = tqdm(
+        total=recipe.steps, desc="training", unit="step", disable=not progress, mininterval=2.0
+    )
     for done in range(recipe.steps_per_call, recipe.steps + 1, recipe.steps_per_call):
         key, call_key = jax.random.split(key)
         tic = time.perf_counter()
         model, opt_state, losses = train_steps(
-            model, opt_state, optimizer, train_ids, call_key, recipe.batch_size, recipe.steps_per_call
+            model,
+            opt_state,
+            optimizer,
+            train_ids,
+            call_key,
+            recipe.batch_size,
+            recipe.steps_per_call,
         )
         losses = np.asarray(losses)  # waits for the computation
         seconds += time.perf_counter() - tic
@@ -337,8 +369,12 @@ def train_language_model(
 # ---------------------------------------------------------------------------------------------
 
 
-def sample_symbol(logits: Float[Array, " V"], key: PRNGKeyArray, temperature: float = 1.0,
-                  top_k: int | None = None) -> Int[Array, ""]:
+def sample_symbol(
+    logits: Float[Array, " V"],
+    key: PRNGKeyArray,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+) -> Int[Array, ""]:
     """Draw a symbol from ``softmax(logits / temperature)`` restricted to the ``top_k`` likeliest.
 
     ``temperature=0`` is greedy decoding, the limit of ever lower temperatures.
@@ -349,7 +385,9 @@ def sample_symbol(logits: Float[Array, " V"], key: PRNGKeyArray, temperature: fl
         return jnp.argmax(logits)
     if top_k is not None:
         if not 1 <= top_k <= logits.shape[-1]:
-            raise ValueError(f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}, got {top_k}")
+            raise ValueError(
+                f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}, got {top_k}"
+            )
         kth = jax.lax.top_k(logits, top_k)[0][-1]
         logits = jnp.where(logits >= kth, logits, -jnp.inf)
     return jax.random.categorical(key, logits / temperature)
@@ -362,15 +400,21 @@ def _check_generation(model: LanguageModel, prompt: Array, num_symbols: int) -> 
 
 
 @eqx.filter_jit
-def cached_logits(model: LanguageModel, symbols: Int[Array, " N"], prefill: int,
-                  start_offset: Int[Array, ""] | int = 0) -> Float[Array, "N V"]:
+def cached_logits(
+    model: LanguageModel,
+    symbols: Int[Array, " N"],
+    prefill: int,
+    start_offset: Int[Array, ""] | int = 0,
+) -> Float[Array, "N V"]:
     """The logits of every position computed as generation computes them: the first ``prefill``
     symbols in one pass, then one symbol at a time through the cache (the symbols are given, not
     sampled). Equal to ``model(symbols)``; ``start_offset`` shifts the positions written, which
     only a test that must fail wants."""
     model._check(symbols)
     if not 1 <= prefill <= symbols.shape[0]:
-        raise ValueError(f"prefill must be between 1 and the {symbols.shape[0]} symbols, got {prefill}")
+        raise ValueError(
+            f"prefill must be between 1 and the {symbols.shape[0]} symbols, got {prefill}"
+        )
     first, cache = model.extend(symbols[:prefill], model.empty_cache(), 0)
 
     def step(cache, position):
@@ -402,7 +446,12 @@ def _generate_cached(model, prompt, key, num_symbols: int, temperature: float, t
             # The window is full: keep its newest symbols and rebuild the cache from them.
             kept = jnp.concatenate([context[window - keep + 1 :], symbol[None]])
             new_logits, new_cache = model.extend(kept, model.empty_cache(), 0)
-            return new_logits[-1], new_cache, jnp.zeros_like(context).at[:keep].set(kept), jnp.int32(keep)
+            return (
+                new_logits[-1],
+                new_cache,
+                jnp.zeros_like(context).at[:keep].set(kept),
+                jnp.int32(keep),
+            )
 
         logits, cache, context, length = jax.lax.cond(length < window, append, slide, None)
         return (logits[None], cache, context, length), symbol
@@ -428,12 +477,22 @@ def _generate_uncached(model, prompt, key, num_symbols: int, temperature: float,
         context = jax.lax.dynamic_update_slice(context, symbol[None], (length - 1,))
         return (context, length), symbol
 
-    _, symbols = jax.lax.scan(step, (context, jnp.int32(prompt.shape[0])), jax.random.split(key, num_symbols))
+    _, symbols = jax.lax.scan(
+        step, (context, jnp.int32(prompt.shape[0])), jax.random.split(key, num_symbols)
+    )
     return symbols
 
 
-def generate(model: LanguageModel, prompt: Int[Array, " P"], num_symbols: int, key: PRNGKeyArray, *,
-             temperature: float = 1.0, top_k: int | None = None, cache: bool = True) -> Int[Array, " num_symbols"]:
+def generate(
+    model: LanguageModel,
+    prompt: Int[Array, " P"],
+    num_symbols: int,
+    key: PRNGKeyArray,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    cache: bool = True,
+) -> Int[Array, " num_symbols"]:
     """``num_symbols`` new symbol ids sampled one at a time after ``prompt``.
 
     With ``cache=True`` one jitted ``lax.scan`` does it all: the prompt fills the key-value cache
@@ -448,15 +507,29 @@ def generate(model: LanguageModel, prompt: Int[Array, " P"], num_symbols: int, k
     return fn(model, prompt, key, num_symbols, temperature, top_k)
 
 
-def complete(model: LanguageModel, vocabulary: Vocabulary, prompt: str, num_symbols: int, key: PRNGKeyArray,
-             **options) -> str:
+def complete(
+    model: LanguageModel,
+    vocabulary: Vocabulary,
+    prompt: str,
+    num_symbols: int,
+    key: PRNGKeyArray,
+    **options,
+) -> str:
     """The prompt followed by ``num_symbols`` sampled characters, as text."""
     ids = vocabulary.encode(prompt)
     return prompt + vocabulary.decode(np.asarray(generate(model, ids, num_symbols, key, **options)))
 
 
-def time_generation(model: LanguageModel, prompt: Int[Array, " P"], num_symbols: int, key: PRNGKeyArray, *,
-                    cache: bool, repeats: int = 3, **options) -> float:
+def time_generation(
+    model: LanguageModel,
+    prompt: Int[Array, " P"],
+    num_symbols: int,
+    key: PRNGKeyArray,
+    *,
+    cache: bool,
+    repeats: int = 3,
+    **options,
+) -> float:
     """Best-of-``repeats`` seconds to generate ``num_symbols`` symbols, after one call that compiles."""
     generate(model, prompt, num_symbols, key, cache=cache, **options).block_until_ready()
     best = math.inf

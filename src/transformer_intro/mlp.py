@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -35,12 +35,16 @@ class MLP(eqx.Module):
         out_dim = in_dim if out_dim is None else out_dim
         widths = [in_dim] + [hidden_dim] * num_layers + [out_dim]
         keys = jax.random.split(key, len(widths) - 1)
-        self.layers = tuple(eqx.nn.Linear(a, b, key=k) for a, b, k in zip(widths[:-1], widths[1:], keys))
+        self.layers = tuple(
+            eqx.nn.Linear(a, b, key=k) for a, b, k in zip(widths[:-1], widths[1:], keys)
+        )
         self.activation = activation
 
     def __call__(self, x: Float[Array, " D"]) -> Float[Array, " Dout"]:
         if x.ndim != 1:
-            raise ValueError(f"the MLP acts on one token of shape (D,), got {x.shape}; use jax.vmap for sequences")
+            raise ValueError(
+                f"the MLP acts on one token of shape (D,), got {x.shape}; use jax.vmap for sequences"
+            )
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         return self.layers[-1](x)

@@ -26,7 +26,9 @@ class LayerNorm(eqx.Module):
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
         if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"LayerNorm of width {self.weight.shape[0]} got input of shape {x.shape}")
+            raise ValueError(
+                f"LayerNorm of width {self.weight.shape[0]} got input of shape {x.shape}"
+            )
         mean = x.mean(-1, keepdims=True)
         variance = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / jnp.sqrt(variance + self.eps) * self.weight + self.bias

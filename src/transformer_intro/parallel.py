@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from .train import TrainConfig, apply_gradients, loss_and_accuracy, make_optimizer
 from .vit import VisionTransformer, ViTConfig
@@ -40,16 +40,22 @@ Rule = Callable[[str, tuple[int, ...], Mesh], P]
 DATA, MODEL = "data", "model"
 
 # A quick model for tests and demonstrations: the book's ViT layout at half the width, 2 blocks.
-SMALL_VIT = ViTConfig(patch_size=7, dim=32, num_heads=4, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=64)
+SMALL_VIT = ViTConfig(
+    patch_size=7, dim=32, num_heads=4, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=64
+)
 
 
 def make_mesh(data: int, model: int = 1, *, devices: Sequence[jax.Device] | None = None) -> Mesh:
     """A ``data`` x ``model`` mesh (a 1-D ``data`` mesh when ``model == 1``) whose axes jit
     partitions automatically. Devices are taken process by process, so that each process's
     devices hold consecutive blocks of the batch."""
-    devices = sorted(jax.devices() if devices is None else devices, key=lambda d: (d.process_index, d.id))
+    devices = sorted(
+        jax.devices() if devices is None else devices, key=lambda d: (d.process_index, d.id)
+    )
     if data * model != len(devices):
-        raise ValueError(f"a {data} x {model} mesh needs {data * model} devices, there are {len(devices)}")
+        raise ValueError(
+            f"a {data} x {model} mesh needs {data * model} devices, there are {len(devices)}"
+        )
     shape, names = ((data,), (DATA,)) if model == 1 else ((data, model), (DATA, MODEL))
     return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names), devices=devices)
 
@@ -108,17 +114,22 @@ def fully_sharded_rules(path: str, shape: tuple[int, ...], mesh: Mesh) -> P:
 
 def _check_spec(name: str, shape: tuple[int, ...], spec: P, mesh: Mesh) -> None:
     if len(spec) > len(shape):
-        raise ValueError(f"{name}: spec {spec} has more entries than the {len(shape)} axes of {shape}")
+        raise ValueError(
+            f"{name}: spec {spec} has more entries than the {len(shape)} axes of {shape}"
+        )
     for axis, entry in enumerate(spec):
         axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
         for axis_name in axes:
             if axis_name not in mesh.shape:
                 raise ValueError(
-                    f"{name}: mesh axis {axis_name!r} does not exist; the mesh has axes {tuple(mesh.shape)}")
+                    f"{name}: mesh axis {axis_name!r} does not exist; the mesh has axes {tuple(mesh.shape)}"
+                )
         parts = int(np.prod([mesh.shape[a] for a in axes]))
         if shape[axis] % parts:
-            raise ValueError(f"{name}: axis {axis} of length {shape[axis]} does not split into {parts} equal "
-                             f"blocks over mesh axes {axes}")
+            raise ValueError(
+                f"{name}: axis {axis} of length {shape[axis]} does not split into {parts} equal "
+                f"blocks over mesh axes {axes}"
+            )
 
 
 def tree_shardings(tree, mesh: Mesh, rule: Rule):
@@ -137,8 +148,9 @@ def tree_shardings(tree, mesh: Mesh, rule: Rule):
 
 def _place(tree, shardings, inside_jit: bool):
     put = jax.lax.with_sharding_constraint if inside_jit else jax.device_put
-    return jax.tree_util.tree_map(lambda x, s: x if s is None else put(x, s), tree, shardings,
-                                  is_leaf=lambda x: x is None)
+    return jax.tree_util.tree_map(
+        lambda x, s: x if s is None else put(x, s), tree, shardings, is_leaf=lambda x: x is None
+    )
 
 
 def shard_tree(tree, mesh: Mesh, rule: Rule):
@@ -152,7 +164,9 @@ def shard_params(model: eqx.Module, mesh: Mesh, rule: Rule = data_parallel_rules
     return shard_tree(model, mesh, rule)
 
 
-def shard_batch(mesh: Mesh, *arrays: np.ndarray, process_local: bool = False) -> tuple[jax.Array, ...]:
+def shard_batch(
+    mesh: Mesh, *arrays: np.ndarray, process_local: bool = False
+) -> tuple[jax.Array, ...]:
     """Split each array's leading (batch) axis over the mesh's ``data`` axis.
 
     With several processes each one passes ``process_local=True`` and only its own consecutive
@@ -160,15 +174,19 @@ def shard_batch(mesh: Mesh, *arrays: np.ndarray, process_local: bool = False) ->
     array, which no single process ever holds.
     """
     if DATA not in mesh.shape:
-        raise ValueError(f"the mesh has no {DATA!r} axis to split the batch over; its axes are {tuple(mesh.shape)}")
+        raise ValueError(
+            f"the mesh has no {DATA!r} axis to split the batch over; its axes are {tuple(mesh.shape)}"
+        )
     sharding = NamedSharding(mesh, P(DATA))
     size = mesh.shape[DATA]
     out = []
     for array in arrays:
         batch = len(array) * (jax.process_count() if process_local else 1)
         if batch % size:
-            raise ValueError(f"a batch of {batch} examples does not split evenly over the {size} devices of "
-                             f"the {DATA!r} axis; use a batch size that is a multiple of {size}")
+            raise ValueError(
+                f"a batch of {batch} examples does not split evenly over the {size} devices of "
+                f"the {DATA!r} axis; use a batch size that is a multiple of {size}"
+            )
         if process_local:
             out.append(jax.make_array_from_process_local_data(sharding, np.asarray(array)))
         else:
@@ -200,14 +218,20 @@ def sharded_step(model, opt_state, optimizer, loss_fn: Callable, shardings, *bat
     return _place(model, model_shardings, True), _place(opt_state, opt_shardings, True), loss, aux
 
 
-def init_sharded(model, optimizer: optax.GradientTransformation, mesh: Mesh, rule: Rule = data_parallel_rules):
+def init_sharded(
+    model, optimizer: optax.GradientTransformation, mesh: Mesh, rule: Rule = data_parallel_rules
+):
     """The model placed by ``rule``, its optimiser state placed by the same rule, and both trees of
     shardings (for :func:`sharded_step`)."""
     model_shardings = tree_shardings(model, mesh, rule)
     model = _place(model, model_shardings, inside_jit=False)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     opt_shardings = tree_shardings(opt_state, mesh, rule)
-    return model, _place(opt_state, opt_shardings, inside_jit=False), (model_shardings, opt_shardings)
+    return (
+        model,
+        _place(opt_state, opt_shardings, inside_jit=False),
+        (model_shardings, opt_shardings),
+    )
 
 
 def train_sharded(
@@ -229,7 +253,9 @@ def train_sharded(
     losses = []
     for batch in batches:
         batch = shard_batch(mesh, *batch, process_local=process_local)
-        model, opt_state, loss, _ = sharded_step(model, opt_state, optimizer, loss_fn, shardings, *batch)
+        model, opt_state, loss, _ = sharded_step(
+            model, opt_state, optimizer, loss_fn, shardings, *batch
+        )
         losses.append(loss)
     return model, opt_state, losses
 
@@ -240,8 +266,14 @@ def train_sharded(
 
 
 @eqx.filter_jit
-def shard_map_gradients(model, mesh: Mesh, *batch, loss_fn: Callable = loss_and_accuracy,
-                        mark_varying: bool = True, reduce: bool = True):
+def shard_map_gradients(
+    model,
+    mesh: Mesh,
+    *batch,
+    loss_fn: Callable = loss_and_accuracy,
+    mark_varying: bool = True,
+    reduce: bool = True,
+):
     """The data-parallel gradient as each device computes it: its own slice of the batch, its
     own gradient, then the mean over ``data`` with ``jax.lax.pmean``. Returns (loss, gradients).
 
@@ -260,19 +292,27 @@ def shard_map_gradients(model, mesh: Mesh, *batch, loss_fn: Callable = loss_and_
     def per_device(params, *local_batch):
         if mark_varying:
             params = jax.lax.pcast(params, DATA, to="varying")
-        (loss, _), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(eqx.combine(params, static), *local_batch)
+        (loss, _), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(
+            eqx.combine(params, static), *local_batch
+        )
         if not reduce:
             return loss[None], jax.tree_util.tree_map(lambda g: g[None], grads)
         return jax.lax.pmean(loss, DATA), jax.lax.pmean(grads, DATA)
 
     out_spec = P() if reduce else P(DATA)
-    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(P(),) + (P(DATA),) * len(batch),
-                       out_specs=(out_spec, out_spec))
+    fn = jax.shard_map(
+        per_device,
+        mesh=mesh,
+        in_specs=(P(),) + (P(DATA),) * len(batch),
+        out_specs=(out_spec, out_spec),
+    )
     return fn(params, *batch)
 
 
 @eqx.filter_jit
-def shard_map_step(model, opt_state, optimizer, mesh: Mesh, *batch, loss_fn: Callable = loss_and_accuracy):
+def shard_map_step(
+    model, opt_state, optimizer, mesh: Mesh, *batch, loss_fn: Callable = loss_and_accuracy
+):
     """One data-parallel optimiser step with the gradient of :func:`shard_map_gradients`."""
     loss, grads = shard_map_gradients(model, mesh, *batch, loss_fn=loss_fn)
     model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
@@ -287,8 +327,13 @@ def shard_map_step(model, opt_state, optimizer, mesh: Mesh, *batch, loss_fn: Cal
 def synthetic_batches(num_steps: int, batch_size: int, *, seed: int = 0, image_size: int = 28):
     """Random uint8 images and labels: the same global batches in every process."""
     rng = np.random.default_rng(seed)
-    return [(rng.integers(0, 256, (batch_size, image_size, image_size), dtype=np.uint8),
-             rng.integers(0, 10, batch_size).astype(np.int32)) for _ in range(num_steps)]
+    return [
+        (
+            rng.integers(0, 256, (batch_size, image_size, image_size), dtype=np.uint8),
+            rng.integers(0, 10, batch_size).astype(np.int32),
+        )
+        for _ in range(num_steps)
+    ]
 
 
 def _main(argv: Sequence[str] | None = None) -> None:
@@ -305,14 +350,20 @@ def _main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     jax.config.update("jax_num_cpu_devices", args.devices_per_process)
     if args.num_processes > 1:
-        jax.distributed.initialize(coordinator_address=f"127.0.0.1:{args.port}", num_processes=args.num_processes,
-                                   process_id=args.process_id, initialization_timeout=60)
+        jax.distributed.initialize(
+            coordinator_address=f"127.0.0.1:{args.port}",
+            num_processes=args.num_processes,
+            process_id=args.process_id,
+            initialization_timeout=60,
+        )
     model = VisionTransformer(SMALL_VIT, key=jax.random.PRNGKey(0))
     optimizer = make_optimizer(TrainConfig(learning_rate=1e-3, schedule="constant"), args.steps)
     mesh = make_mesh(len(jax.devices()))
     local = args.batch_size // args.num_processes
-    batches = [tuple(a[args.process_id * local:(args.process_id + 1) * local] for a in batch)
-               for batch in synthetic_batches(args.steps, args.batch_size)]
+    batches = [
+        tuple(a[args.process_id * local : (args.process_id + 1) * local] for a in batch)
+        for batch in synthetic_batches(args.steps, args.batch_size)
+    ]
     trained, _, losses = train_sharded(model, batches, optimizer, mesh, process_local=True)
     # Replicated arrays: this process's first shard is the whole value.
     leaves = jax.tree_util.tree_leaves(eqx.filter(trained, eqx.is_inexact_array))
@@ -323,11 +374,14 @@ def _main(argv: Sequence[str] | None = None) -> None:
         halves = [tuple(a[: local // 2] for a in batch) for batch in batches]
         half, _, _ = train_sharded(model, halves, optimizer, mesh, process_local=True)
         leaves = jax.tree_util.tree_leaves(eqx.filter(half, eqx.is_inexact_array))
-        arrays.update({f"half_param_{i}": np.asarray(x.addressable_data(0)) for i, x in enumerate(leaves)})
+        arrays.update(
+            {f"half_param_{i}": np.asarray(x.addressable_data(0)) for i, x in enumerate(leaves)}
+        )
     if jax.process_index() == 0:
         np.savez(args.out, devices=len(jax.devices()), **arrays)
     if args.num_processes > 1:
         jax.distributed.shutdown()
+
 
 if __name__ == "__main__":
     _main()

@@ -15,7 +15,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 
-def sinusoidal_embeddings(num_positions: int, dim: int, *, base: float = 10_000.0) -> Float[Array, "N P"]:
+def sinusoidal_embeddings(
+    num_positions: int, dim: int, *, base: float = 10_000.0
+) -> Float[Array, "N P"]:
     """Vaswani et al. (2017): ``P[n, 2i] = sin(n ω_i)``, ``P[n, 2i+1] = cos(n ω_i)``, ``ω_i = base^(-2i/P)``.
 
     The text writes only sines, ``[sin(ω_1 n), ..., sin(ω_D n)]``; pairing each sine with a cosine of
@@ -73,16 +75,22 @@ class PositionEmbedding(eqx.Module):
     def __call__(self, x: Float[Array, "N D"]) -> Float[Array, "N Dout"]:
         n, d = x.shape
         if n > self.embeddings.shape[0]:
-            raise ValueError(f"sequence of {n} tokens is longer than the {self.embeddings.shape[0]} positions embedded")
+            raise ValueError(
+                f"sequence of {n} tokens is longer than the {self.embeddings.shape[0]} positions embedded"
+            )
         table = self.table()[:n]
         if self.combine == "concat":
             return jnp.concatenate([x, table], axis=-1)
         if d != table.shape[1]:
-            raise ValueError(f"cannot add position embeddings of width {table.shape[1]} to tokens of width {d}")
+            raise ValueError(
+                f"cannot add position embeddings of width {table.shape[1]} to tokens of width {d}"
+            )
         return x + table
 
 
-def rotate_pairs(x: Float[Array, "... N K"], positions: Int[Array, " N"], *, base: float = 10_000.0) -> Float[Array, "... N K"]:
+def rotate_pairs(
+    x: Float[Array, "... N K"], positions: Int[Array, " N"], *, base: float = 10_000.0
+) -> Float[Array, "... N K"]:
     """Rotary position embedding (Su et al. 2024): rotate each pair of coordinates of token n by n ω_i.
 
     For a key at position m and a query at position n, ``R(m ω)k · R(n ω)q = k · R((n - m) ω)q``:

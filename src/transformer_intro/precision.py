@@ -17,7 +17,7 @@ TF32_MANTISSA_BITS = 10
 _DROPPED_BITS = 23 - TF32_MANTISSA_BITS
 
 
-def round_to_tf32(x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+def round_to_tf32(x: Float[ArrayLike, ...]) -> Float[Array, ...]:
     """Round float32 values to the nearest TF32 value (ties away from zero), still as float32.
 
     The relative rounding error is at most 2^-11, about 4.9e-4, against 2^-24 (6e-8) for float32.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
@@ -21,7 +20,8 @@ class DiscreteTokeniser(eqx.Module):
     def __call__(self, symbols: Int[Array, " N"]) -> Float[Array, "N D"]:
         # JAX clamps out-of-range indices silently; a tokeniser should say so instead.
         symbols = eqx.error_if(
-            symbols, (symbols < 0) | (symbols >= self.table.shape[0]),
+            symbols,
+            (symbols < 0) | (symbols >= self.table.shape[0]),
             f"token id out of range for a vocabulary of {self.table.shape[0]} symbols",
         )
         return self.table[symbols]
@@ -37,7 +37,9 @@ class ContinuousTokeniser(eqx.Module):
 
     def __call__(self, s: Float[Array, "N Ds"]) -> Float[Array, "N D"]:
         if s.ndim != 2 or s.shape[1] != self.projection.in_features:
-            raise ValueError(f"expected inputs of shape (N, {self.projection.in_features}), got {s.shape}")
+            raise ValueError(
+                f"expected inputs of shape (N, {self.projection.in_features}), got {s.shape}"
+            )
         return jax.vmap(self.projection)(s)
 
 
@@ -71,7 +73,9 @@ class PatchTokeniser(eqx.Module):
     def __init__(self, patch_size: int, channels: int, dim: int, *, key: PRNGKeyArray):
         if patch_size < 1:
             raise ValueError(f"patch size must be positive, got {patch_size}")
-        self.convolution = eqx.nn.Conv2d(channels, dim, kernel_size=patch_size, stride=patch_size, key=key)
+        self.convolution = eqx.nn.Conv2d(
+            channels, dim, kernel_size=patch_size, stride=patch_size, key=key
+        )
         self.patch_size = patch_size
 
     def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, "N D"]:
@@ -116,7 +120,7 @@ class Vocabulary:
         self._ids = {symbol: i for i, symbol in enumerate(self.symbols)}
 
     @classmethod
-    def from_text(cls, text: str, *, specials: tuple[str, ...] = ()) -> "Vocabulary":
+    def from_text(cls, text: str, *, specials: tuple[str, ...] = ()) -> Vocabulary:
         """Every distinct character of ``text``."""
         return cls(text, specials=specials)
 
@@ -131,7 +135,7 @@ class Vocabulary:
             raise ValueError(f"symbol {symbol!r} is not in the vocabulary of {len(self)} symbols")
         return self._ids[symbol]
 
-    def encode(self, text) -> "np.ndarray":
+    def encode(self, text) -> np.ndarray:
         """The ids of ``text``'s symbols, as an int32 array; raises naming every unknown symbol."""
         if len(text) == 0:
             raise ValueError("cannot encode an empty text")
@@ -148,7 +152,9 @@ class Vocabulary:
         """The text of a sequence of ids (ids out of range are an error)."""
         ids = np.asarray(ids).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
-            raise ValueError(f"id out of range for a vocabulary of {len(self)} symbols: {ids.min()}..{ids.max()}")
+            raise ValueError(
+                f"id out of range for a vocabulary of {len(self)} symbols: {ids.min()}..{ids.max()}"
+            )
         skip = set(range(len(self.specials))) if skip_specials else set()
         return "".join(self.symbols[i] for i in ids.tolist() if i not in skip)
 

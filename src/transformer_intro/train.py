@@ -12,8 +12,8 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import equinox as eqx
 import jax
@@ -21,9 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
-from tqdm import tqdm  # plain text bar: no widget JavaScript, identical in a terminal and a notebook
+from tqdm import (
+    tqdm,
+)  # plain text bar: no widget JavaScript, identical in a terminal and a notebook
 
-from .vit import VisionTransformer, ViTConfig, get_config
+from .vit import VisionTransformer, ViTConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,24 +34,34 @@ class TrainConfig:
 
     epochs: int = 10
     batch_size: int = 128
-    micro_batch_size: int | None = None  # accumulate gradients over micro-batches (same update, faster on CPU)
+    micro_batch_size: int | None = (
+        None  # accumulate gradients over micro-batches (same update, faster on CPU)
+    )
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     warmup_steps: int = 0
     schedule: str = "cosine"  # "cosine" (warm-up then cosine decay to zero) or "constant"
     clip_norm: float | None = None
-    max_shift: int = 0  # augmentation: move each training image by up to this many pixels (shift_images)
+    max_shift: int = (
+        0  # augmentation: move each training image by up to this many pixels (shift_images)
+    )
     seed: int = 0
     eval_batch_size: int = 1000
 
-    def replace(self, **changes) -> "TrainConfig":
+    def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
 # The recipe the book's last chapter trains the `default` model with (and benchmarks/time_to_accuracy.py
 # times): 98.97% test accuracy after 10 epochs, about two minutes on a 2-core CPU.
 DEFAULT_RECIPE = TrainConfig(
-    epochs=10, batch_size=64, learning_rate=2e-3, weight_decay=0.05, warmup_steps=300, max_shift=2, seed=0
+    epochs=10,
+    batch_size=64,
+    learning_rate=2e-3,
+    weight_decay=0.05,
+    warmup_steps=300,
+    max_shift=2,
+    seed=0,
 )
 
 
@@ -58,14 +70,19 @@ def learning_rate_schedule(config: TrainConfig, total_steps: int) -> optax.Sched
         return optax.constant_schedule(config.learning_rate)
     if config.schedule == "cosine":
         return optax.warmup_cosine_decay_schedule(
-            0.0, config.learning_rate, max(config.warmup_steps, 1), max(total_steps, config.warmup_steps + 1)
+            0.0,
+            config.learning_rate,
+            max(config.warmup_steps, 1),
+            max(total_steps, config.warmup_steps + 1),
         )
     raise ValueError(f"schedule must be 'cosine' or 'constant', got {config.schedule!r}")
 
 
 def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
     """AdamW (Loshchilov & Hutter 2019) with the configured learning-rate schedule."""
-    adamw = optax.adamw(learning_rate_schedule(config, total_steps), weight_decay=config.weight_decay)
+    adamw = optax.adamw(
+        learning_rate_schedule(config, total_steps), weight_decay=config.weight_decay
+    )
     if config.clip_norm is None:
         return adamw
     return optax.chain(optax.clip_by_global_norm(config.clip_norm), adamw)
@@ -76,7 +93,9 @@ def prepare_images(images: Array) -> Float[Array, "B 1 H W"]:
     return (images.astype(jnp.float32) * (2.0 / 255.0) - 1.0)[:, None]
 
 
-def loss_and_accuracy(model: VisionTransformer, images: Array, labels: Int[Array, " B"]) -> tuple[Array, Array]:
+def loss_and_accuracy(
+    model: VisionTransformer, images: Array, labels: Int[Array, " B"]
+) -> tuple[Array, Array]:
     logits = model.batched(prepare_images(images))
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
     accuracy = (logits.argmax(-1) == labels).mean()
@@ -97,9 +116,14 @@ def batch_gradients(model, images, labels, micro_batch_size: int | None = None):
         (loss, accuracy), grads = value_and_grad(model, images, labels)
         return loss, accuracy, grads
     if batch_size % micro_batch_size:
-        raise ValueError(f"micro-batch size {micro_batch_size} does not divide the batch size {batch_size}")
+        raise ValueError(
+            f"micro-batch size {micro_batch_size} does not divide the batch size {batch_size}"
+        )
     count = batch_size // micro_batch_size
-    chunks = (images.reshape(count, micro_batch_size, *images.shape[1:]), labels.reshape(count, micro_batch_size))
+    chunks = (
+        images.reshape(count, micro_batch_size, *images.shape[1:]),
+        labels.reshape(count, micro_batch_size),
+    )
     params = eqx.filter(model, eqx.is_inexact_array)
 
     def accumulate(total, chunk):
@@ -143,8 +167,10 @@ def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> A
         raise ValueError(f"expected images of shape (B, H, W), got {images.shape}")
     height, width = images.shape[1:]
     if max_shift < 0 or 2 * max_shift >= min(height, width):
-        raise ValueError(f"max_shift must be in [0, {(min(height, width) - 1) // 2}] for {height}x{width} "
-                         f"images, got {max_shift}")
+        raise ValueError(
+            f"max_shift must be in [0, {(min(height, width) - 1) // 2}] for {height}x{width} "
+            f"images, got {max_shift}"
+        )
 
     def crop(image, offset):
         padded = jnp.pad(image, max_shift)
@@ -190,8 +216,18 @@ def training_batch(images, labels, order, shift_key, step, max_shift: int):
 
 
 @eqx.filter_jit
-def _epoch_step(model, opt_state, step, images, labels, order, shift_key, optimizer, max_shift: int,
-                micro_batch_size: int | None):
+def _epoch_step(
+    model,
+    opt_state,
+    step,
+    images,
+    labels,
+    order,
+    shift_key,
+    optimizer,
+    max_shift: int,
+    micro_batch_size: int | None,
+):
     """`train_step` on batch ``step`` of the epoch, the batch cut from the device-resident split.
     ``step`` is a device scalar that comes back incremented, so the host sends nothing per step."""
     batch_images, batch_labels = training_batch(images, labels, order, shift_key, step, max_shift)
@@ -219,14 +255,23 @@ def _eval_batch(model, images, labels):
 def predict(model: VisionTransformer, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
     """Logits for every image of a uint8 (N, H, W) array."""
     fn = eqx.filter_jit(lambda m, x: m.batched(prepare_images(x)))
-    return np.concatenate([np.asarray(fn(model, images[i : i + batch_size])) for i in range(0, len(images), batch_size)])
+    return np.concatenate(
+        [
+            np.asarray(fn(model, images[i : i + batch_size]))
+            for i in range(0, len(images), batch_size)
+        ]
+    )
 
 
-def evaluate(model: VisionTransformer, images: np.ndarray, labels: np.ndarray, batch_size: int = 1000) -> dict[str, float]:
+def evaluate(
+    model: VisionTransformer, images: np.ndarray, labels: np.ndarray, batch_size: int = 1000
+) -> dict[str, float]:
     """Mean loss and accuracy over every example of a split (the last, smaller batch included)."""
     total_loss, correct = 0.0, 0
     for start in range(0, len(images), batch_size):
-        loss, hits = _eval_batch(model, images[start : start + batch_size], labels[start : start + batch_size])
+        loss, hits = _eval_batch(
+            model, images[start : start + batch_size], labels[start : start + batch_size]
+        )
         total_loss += float(loss)
         correct += int(hits)
     return {"loss": total_loss / len(images), "accuracy": correct / len(images)}
@@ -237,7 +282,9 @@ def evaluate(model: VisionTransformer, images: np.ndarray, labels: np.ndarray, b
 # ---------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(path: str | os.PathLike, model, opt_state=None, *, metadata: dict | None = None) -> Path:
+def save_checkpoint(
+    path: str | os.PathLike, model, opt_state=None, *, metadata: dict | None = None
+) -> Path:
     """Write the model (and optimiser state) with Equinox serialisation, plus a JSON header.
 
     The header holds the model configuration, so :func:`load_checkpoint` can rebuild the pytree
@@ -246,8 +293,11 @@ def save_checkpoint(path: str | os.PathLike, model, opt_state=None, *, metadata:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = {"model_config": json.loads(model.config.to_json()), "has_opt_state": opt_state is not None,
-              **(metadata or {})}
+    header = {
+        "model_config": json.loads(model.config.to_json()),
+        "has_opt_state": opt_state is not None,
+        **(metadata or {}),
+    }
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "wb") as f:
         f.write((json.dumps(header) + "\n").encode())
@@ -256,7 +306,9 @@ def save_checkpoint(path: str | os.PathLike, model, opt_state=None, *, metadata:
     return path
 
 
-def load_checkpoint(path: str | os.PathLike, opt_state_like=None, *, model_like: eqx.Module | None = None):
+def load_checkpoint(
+    path: str | os.PathLike, opt_state_like=None, *, model_like: eqx.Module | None = None
+):
     """Read a checkpoint written by :func:`save_checkpoint`: returns ``(model, opt_state, header)``.
 
     Pass ``opt_state_like`` (an optimiser state of the right structure) to restore the optimiser.
@@ -269,7 +321,9 @@ def load_checkpoint(path: str | os.PathLike, opt_state_like=None, *, model_like:
     with open(path, "rb") as f:
         header = json.loads(f.readline())
         if model_like is None:
-            model = VisionTransformer(ViTConfig(**header["model_config"]), key=jax.random.PRNGKey(0))
+            model = VisionTransformer(
+                ViTConfig(**header["model_config"]), key=jax.random.PRNGKey(0)
+            )
         else:
             model = model_like
         if header["has_opt_state"] and opt_state_like is not None:
@@ -326,7 +380,14 @@ class History:
 
     def first_reached(self, accuracy: float) -> tuple[int, float] | None:
         """``(step, training seconds)`` of the first evaluation at or above ``accuracy``, or None."""
-        return next(((step, seconds) for step, seconds, measured in self._evaluations() if measured >= accuracy), None)
+        return next(
+            (
+                (step, seconds)
+                for step, seconds, measured in self._evaluations()
+                if measured >= accuracy
+            ),
+            None,
+        )
 
     def held_from(self, accuracy: float) -> tuple[int, float] | None:
         """``(step, training seconds)`` from which every later evaluation is at or above ``accuracy``
@@ -341,7 +402,9 @@ class History:
 
     def _evaluations(self):
         if not self.eval_step:
-            raise ValueError("no evaluations within epochs were recorded; train with fit(..., eval_every=n)")
+            raise ValueError(
+                "no evaluations within epochs were recorded; train with fit(..., eval_every=n)"
+            )
         return zip(self.eval_step, self.eval_seconds, self.eval_accuracy)
 
 
@@ -371,9 +434,13 @@ def fit(
     images, labels = train_data
     steps_per_epoch = len(images) // config.batch_size
     if steps_per_epoch == 0:
-        raise ValueError(f"batch size {config.batch_size} is larger than the {len(images)} training examples")
+        raise ValueError(
+            f"batch size {config.batch_size} is larger than the {len(images)} training examples"
+        )
     if eval_every is not None and (eval_every < 1 or test_data is None):
-        raise ValueError(f"eval_every must be a positive number of steps, with test_data given; got {eval_every}")
+        raise ValueError(
+            f"eval_every must be a positive number of steps, with test_data given; got {eval_every}"
+        )
     optimizer = make_optimizer(config, steps_per_epoch * config.epochs)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     history, first_epoch = History(), 0
@@ -381,12 +448,24 @@ def fit(
         model, opt_state, header = load_checkpoint(checkpoint_path, opt_state)
         history = History(**header["history"])
         first_epoch = header["epochs_done"]
-    last_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, first_epoch + stop_after_epochs)
+    last_epoch = (
+        config.epochs
+        if stop_after_epochs is None
+        else min(config.epochs, first_epoch + stop_after_epochs)
+    )
     elapsed = history.train_seconds[-1] if history.train_seconds else 0.0
     # One copy of the training split on the device; every batch is gathered from it there.
-    device_images, device_labels = jax.device_put(images), jax.device_put(np.asarray(labels, np.int32))
-    bar = tqdm(total=steps_per_epoch * (last_epoch - first_epoch), disable=not progress, unit="step",
-               desc="training", mininterval=1.0)
+    device_images, device_labels = (
+        jax.device_put(images),
+        jax.device_put(np.asarray(labels, np.int32)),
+    )
+    bar = tqdm(
+        total=steps_per_epoch * (last_epoch - first_epoch),
+        disable=not progress,
+        unit="step",
+        desc="training",
+        mininterval=1.0,
+    )
     for epoch in range(first_epoch, last_epoch):
         start = time.perf_counter()
         losses, accuracies = [], []
@@ -395,8 +474,17 @@ def fit(
         step_in_epoch = jnp.zeros((), jnp.int32)
         for _ in range(steps_per_epoch):
             model, opt_state, step_in_epoch, loss, accuracy = _epoch_step(
-                model, opt_state, step_in_epoch, device_images, device_labels, order, shift_key, optimizer,
-                config.max_shift, config.micro_batch_size)
+                model,
+                opt_state,
+                step_in_epoch,
+                device_images,
+                device_labels,
+                order,
+                shift_key,
+                optimizer,
+                config.max_shift,
+                config.micro_batch_size,
+            )
             losses.append(loss)
             accuracies.append(accuracy)
             bar.update()
@@ -404,14 +492,24 @@ def fit(
             if eval_every is not None and step % eval_every == 0 and len(losses) < steps_per_epoch:
                 jax.block_until_ready(loss)  # stop the clock after this step's work, not before it
                 elapsed += time.perf_counter() - start
-                history.append(eval_step=step, eval_seconds=elapsed,
-                               eval_accuracy=evaluate(model, *test_data, batch_size=config.eval_batch_size)["accuracy"])
+                history.append(
+                    eval_step=step,
+                    eval_seconds=elapsed,
+                    eval_accuracy=evaluate(model, *test_data, batch_size=config.eval_batch_size)[
+                        "accuracy"
+                    ],
+                )
                 start = time.perf_counter()
         train_loss = float(jnp.mean(jnp.stack(losses)))
         train_accuracy = float(jnp.mean(jnp.stack(accuracies)))
         elapsed += time.perf_counter() - start
-        row = {"epoch": epoch + 1, "train_loss": train_loss, "train_accuracy": train_accuracy, "train_seconds": elapsed,
-               "train_images": (epoch + 1) * steps_per_epoch * config.batch_size}
+        row = {
+            "epoch": epoch + 1,
+            "train_loss": train_loss,
+            "train_accuracy": train_accuracy,
+            "train_seconds": elapsed,
+            "train_images": (epoch + 1) * steps_per_epoch * config.batch_size,
+        }
         if test_data is not None:
             result = evaluate(model, *test_data, batch_size=config.eval_batch_size)
             row.update(test_loss=result["loss"], test_accuracy=result["accuracy"])
@@ -419,10 +517,22 @@ def fit(
             row.update(test_loss=math.nan, test_accuracy=math.nan)
         history.append(**row)
         if eval_every is not None:
-            history.append(eval_step=(epoch + 1) * steps_per_epoch, eval_seconds=elapsed, eval_accuracy=row["test_accuracy"])
+            history.append(
+                eval_step=(epoch + 1) * steps_per_epoch,
+                eval_seconds=elapsed,
+                eval_accuracy=row["test_accuracy"],
+            )
         bar.set_postfix(loss=f"{train_loss:.3f}", test_acc=f"{row['test_accuracy']:.4f}")
         if checkpoint_path is not None:
-            save_checkpoint(checkpoint_path, model, opt_state, metadata={
-                "epochs_done": epoch + 1, "history": history.as_dict(), "train_config": dataclasses.asdict(config)})
+            save_checkpoint(
+                checkpoint_path,
+                model,
+                opt_state,
+                metadata={
+                    "epochs_done": epoch + 1,
+                    "history": history.as_dict(),
+                    "train_config": dataclasses.asdict(config),
+                },
+            )
     bar.close()
     return model, history

@@ -56,20 +56,22 @@ class ViTConfig:
                 f"a ViT needs at least one block for the class token to read the patches, got num_blocks={self.num_blocks}"
             )
         if self.qk_activation not in ACTIVATIONS:
-            raise ValueError(f"qk_activation must be one of {sorted(ACTIVATIONS)}, got {self.qk_activation!r}")
+            raise ValueError(
+                f"qk_activation must be one of {sorted(ACTIVATIONS)}, got {self.qk_activation!r}"
+            )
 
     @property
     def num_patches(self) -> int:
         return (self.image_size // self.patch_size) ** 2
 
-    def replace(self, **changes) -> "ViTConfig":
+    def replace(self, **changes) -> ViTConfig:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "ViTConfig":
+    def from_json(cls, text: str) -> ViTConfig:
         return cls(**json.loads(text))
 
 
@@ -78,17 +80,33 @@ CONFIGS: dict[str, ViTConfig] = {
     # D x D value map each, averaged rather than summed; a GELU on keys and queries; no final
     # LayerNorm; an MLP classifier; position embeddings drawn from N(0, 1).
     "reference": ViTConfig(
-        patch_size=4, dim=128, num_heads=8, head_dim=128, value_dim=None, num_blocks=8,
-        mlp_hidden_dim=128, mlp_num_layers=1, head_hidden_dim=128, qk_activation="gelu",
-        combine_heads="mean", final_norm=False, position_init_scale=1.0,
+        patch_size=4,
+        dim=128,
+        num_heads=8,
+        head_dim=128,
+        value_dim=None,
+        num_blocks=8,
+        mlp_hidden_dim=128,
+        mlp_num_layers=1,
+        head_hidden_dim=128,
+        qk_activation="gelu",
+        combine_heads="mean",
+        final_norm=False,
+        position_init_scale=1.0,
     ),
     # The model the book trains on a laptop CPU: 16 tokens of 7x7 patches, four narrow heads with
     # the usual factored value maps, three blocks. Measured on 2 cores at batch 64, 3, 4, 5 and 6
     # blocks train at about 6,000, 3,800, 2,950 and 2,250 images/s, and trained on shifted digits
     # for 10 epochs, 3 and 4 blocks reach 98.97% and 98.96% test accuracy: depth buys nothing here.
     "default": ViTConfig(
-        patch_size=7, dim=64, num_heads=4, head_dim=16, value_dim=16, num_blocks=3,
-        mlp_hidden_dim=128, mlp_num_layers=1,
+        patch_size=7,
+        dim=64,
+        num_heads=4,
+        head_dim=16,
+        value_dim=16,
+        num_blocks=3,
+        mlp_hidden_dim=128,
+        mlp_num_layers=1,
     ),
 }
 
@@ -97,7 +115,9 @@ def get_config(name_or_config: str | ViTConfig) -> ViTConfig:
     if isinstance(name_or_config, ViTConfig):
         return name_or_config
     if name_or_config not in CONFIGS:
-        raise ValueError(f"unknown configuration {name_or_config!r}; choose one of {sorted(CONFIGS)}")
+        raise ValueError(
+            f"unknown configuration {name_or_config!r}; choose one of {sorted(CONFIGS)}"
+        )
     return CONFIGS[name_or_config]
 
 
@@ -128,22 +148,37 @@ class VisionTransformer(eqx.Module):
         self.class_token = jnp.zeros(config.dim)
         self.blocks = tuple(
             TransformerBlock(
-                config.dim, config.num_heads, config.mlp_hidden_dim,
-                head_dim=config.head_dim, value_dim=config.value_dim, mlp_num_layers=config.mlp_num_layers,
-                residual=config.residual, scaled=config.scaled, combine_heads=config.combine_heads,
-                qk_activation=ACTIVATIONS[config.qk_activation], key=k,
+                config.dim,
+                config.num_heads,
+                config.mlp_hidden_dim,
+                head_dim=config.head_dim,
+                value_dim=config.value_dim,
+                mlp_num_layers=config.mlp_num_layers,
+                residual=config.residual,
+                scaled=config.scaled,
+                combine_heads=config.combine_heads,
+                qk_activation=ACTIVATIONS[config.qk_activation],
+                key=k,
             )
             for k in keys[3:]
         )
         self.final_norm = LayerNorm(config.dim) if config.final_norm else None
         head_layers = 0 if config.head_hidden_dim is None else 1
-        self.head = MLP(config.dim, config.head_hidden_dim or config.dim, head_layers, config.num_classes, key=keys[2])
+        self.head = MLP(
+            config.dim,
+            config.head_hidden_dim or config.dim,
+            head_layers,
+            config.num_classes,
+            key=keys[2],
+        )
         self.config = config
 
     def _check_image(self, image_shape: tuple[int, ...]) -> None:
         c, s = self.config.channels, self.config.image_size
         if tuple(image_shape) != (c, s, s):
-            raise ValueError(f"expected an image of shape ({c}, {s}, {s}), got {tuple(image_shape)}")
+            raise ValueError(
+                f"expected an image of shape ({c}, {s}, {s}), got {tuple(image_shape)}"
+            )
 
     def tokens(self, image: Float[Array, "C H W"]) -> Float[Array, "N+1 D"]:
         """The initial representation ``X^(0)``: class token, then position-embedded patches."""
@@ -175,8 +210,10 @@ class VisionTransformer(eqx.Module):
             weights.append(block.attention.attention_weights(jax.vmap(block.attention_norm)(x)))
             x = block(x)
         return {
-            "block_inputs": jnp.stack(inputs), "attention_weights": jnp.stack(weights),
-            "output_tokens": x, "logits": self.classify(x[0]),
+            "block_inputs": jnp.stack(inputs),
+            "attention_weights": jnp.stack(weights),
+            "output_tokens": x,
+            "logits": self.classify(x[0]),
         }
 
     def batched(self, images: Float[Array, "B C H W"]) -> Float[Array, "B classes"]:

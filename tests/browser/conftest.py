@@ -43,7 +43,8 @@ CHROMIUM_FLAGS = [
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "browser: needs headless Chromium and the built book; runs only with --run-browser"
+        "markers",
+        "browser: needs headless Chromium and the built book; runs only with --run-browser",
     )
 
 
@@ -114,10 +115,16 @@ def screenshot_dir() -> Path:
 @pytest.fixture(scope="session")
 def driver():
     webdriver = pytest.importorskip("selenium.webdriver")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    chromium = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     chromedriver = shutil.which("chromedriver")
     if not chromium or not chromedriver:
-        pytest.fail("--run-browser needs chromium and chromedriver (apt-get install chromium chromium-driver)")
+        pytest.fail(
+            "--run-browser needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+        )
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium

@@ -98,7 +98,14 @@ def source_of(doc: str) -> Path | None:
 class _PageParser(HTMLParser):
     """Collects the ids (anchor targets) and the local URLs referenced by one HTML page."""
 
-    URL_ATTRS = {"a": "href", "img": "src", "script": "src", "link": "href", "source": "src", "iframe": "src"}
+    URL_ATTRS = {
+        "a": "href",
+        "img": "src",
+        "script": "src",
+        "link": "href",
+        "source": "src",
+        "iframe": "src",
+    }
     IGNORED_LINK_RELS = {"canonical", "alternate", "preconnect", "dns-prefetch"}
 
     def __init__(self):
@@ -128,7 +135,9 @@ def _parse(path: Path) -> _PageParser:
     return parser
 
 
-EXTERNAL = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:|//)")  # http:, https:, mailto:, data:, javascript:, //host
+EXTERNAL = re.compile(
+    r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:|//)"
+)  # http:, https:, mailto:, data:, javascript:, //host
 
 
 def find_broken_links(root: Path, page: str) -> list[str]:
@@ -160,7 +169,9 @@ def find_broken_links(root: Path, page: str) -> list[str]:
             if target not in id_cache:
                 id_cache[target] = _parse(target).ids
             if fragment not in id_cache[target]:
-                problems.append(f"<{tag}> {url!r}: no id {fragment!r} in {target.relative_to(root)}")
+                problems.append(
+                    f"<{tag}> {url!r}: no id {fragment!r} in {target.relative_to(root)}"
+                )
     return problems
 
 
@@ -253,7 +264,13 @@ return [...document.images].every((img) => img.complete);
 
 
 def _is_local(url: str, base_url: str) -> bool:
-    return url.startswith(base_url) or url.split(":", 1)[0] in {"data", "blob", "about", "chrome", "devtools"}
+    return url.startswith(base_url) or url.split(":", 1)[0] in {
+        "data",
+        "blob",
+        "about",
+        "chrome",
+        "devtools",
+    }
 
 
 def save_full_page_screenshot(driver, path: Path, height: int) -> None:
@@ -279,7 +296,9 @@ def check_in_browser(driver, base_url: str, page: str, screenshot: Path | None =
     driver.get_log("browser")  # drop what earlier pages left behind
     driver.get_log("performance")
     driver.get(base_url + page)
-    WebDriverWait(driver, 60).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(driver, 60).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
     mathjax = driver.execute_async_script(WAIT_FOR_MATHJAX)
     deadline = time.monotonic() + 20
     while not driver.execute_script(IMAGES_SETTLED) and time.monotonic() < deadline:
@@ -290,12 +309,16 @@ def check_in_browser(driver, base_url: str, page: str, screenshot: Path | None =
     if mathjax.startswith("mathjax"):
         problems.append(mathjax)
     if info["mathElements"] and not info["containers"]:
-        problems.append(f"{info['mathElements']} math elements but MathJax typeset nothing ({mathjax})")
+        problems.append(
+            f"{info['mathElements']} math elements but MathJax typeset nothing ({mathjax})"
+        )
     problems += [f"math not typeset: {t!r}" for t in info["untypeset"]]
     problems += [f"MathJax error: {t!r}" for t in info["mathErrors"]]
     problems += [f"undefined TeX macro: {t!r}" for t in info["undefinedMacros"]]
     problems += [f"raw TeX in the text: {t!r}" for t in find_raw_tex(info["text"])]
-    problems += [f"unresolved marker '??' in the text: {m!r}" for m in UNRESOLVED.findall(info["text"])]
+    problems += [
+        f"unresolved marker '??' in the text: {m!r}" for m in UNRESOLVED.findall(info["text"])
+    ]
     problems += [f"image failed to load: {src!r}" for src in info["brokenImages"]]
     problems += [f"unresolved cross-reference: {t!r}" for t in info["unresolvedRefs"]]
 
@@ -336,12 +359,19 @@ def test_page(page, html_dir, book_server, driver, screenshot_dir):
     if source is not None and source.suffix == ".ipynb":
         download = html_dir / "_sources" / (page.removesuffix(".html") + ".ipynb")
         hrefs = [url for tag, url in _parse(html_dir / page).urls if tag == "a"]
-        if not any(url.endswith("_sources/" + download.relative_to(html_dir / "_sources").as_posix()) for url in hrefs):
+        if not any(
+            url.endswith("_sources/" + download.relative_to(html_dir / "_sources").as_posix())
+            for url in hrefs
+        ):
             problems.append("no download link to the page's .ipynb")
         if not download.is_file() or "cells" not in json.loads(download.read_text(encoding="utf8")):
-            problems.append(f"the .ipynb download {download.relative_to(html_dir)} is missing or not a notebook")
+            problems.append(
+                f"the .ipynb download {download.relative_to(html_dir)} is missing or not a notebook"
+            )
 
-    problems += check_in_browser(driver, book_server.url, page, screenshot_dir / screenshot_name(page))
+    problems += check_in_browser(
+        driver, book_server.url, page, screenshot_dir / screenshot_name(page)
+    )
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
 
 
@@ -357,7 +387,9 @@ def test_mathjax_is_served_locally(html_dir):
         scripts = [url for tag, url in urls if tag in ("script", "link")]
         if 'class="math' in html:
             with_math += 1
-            assert any("_static/mathjax/tex-mml-chtml.js" in url for url in scripts), f"{page} lacks local MathJax"
+            assert any("_static/mathjax/tex-mml-chtml.js" in url for url in scripts), (
+                f"{page} lacks local MathJax"
+            )
         remote = [url for url in scripts if EXTERNAL.match(url) and not url.startswith("data:")]
         assert not remote, f"{page} loads remote resources: {remote}"
     assert with_math, "no page of the book has math: is MathJax exercised at all?"
@@ -420,8 +452,12 @@ def test_detector_in_browser(tmp_path, driver, serve_dir):
     (tmp_path / "bad.html").write_text(BAD_PAGE, encoding="utf8")
     (tmp_path / "good.html").write_text(GOOD_PAGE, encoding="utf8")
     with serve_dir(tmp_path) as server:
-        bad = check_in_browser(driver, server.url, "bad.html") + find_broken_links(tmp_path, "bad.html")
-        good = check_in_browser(driver, server.url, "good.html") + find_broken_links(tmp_path, "good.html")
+        bad = check_in_browser(driver, server.url, "bad.html") + find_broken_links(
+            tmp_path, "bad.html"
+        )
+        good = check_in_browser(driver, server.url, "good.html") + find_broken_links(
+            tmp_path, "good.html"
+        )
     report = "\n".join(bad)
     for needle in (
         "math not typeset",

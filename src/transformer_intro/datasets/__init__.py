@@ -2,6 +2,11 @@
 checked, and how it becomes arrays of tokens or pixels."""
 
 from .mnist import (
-    MNISTChecksumError, MNISTDownloadError, MNISTError, MNISTFileNotFoundError, MNISTFormatError,
-    MNISTUnavailableError, load_mnist,
+    MNISTChecksumError,
+    MNISTDownloadError,
+    MNISTError,
+    MNISTFileNotFoundError,
+    MNISTFormatError,
+    MNISTUnavailableError,
+    load_mnist,
 )

@@ -32,7 +32,7 @@ import datetime
 import itertools
 import random
 import string
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -42,8 +42,20 @@ PAD, START, END = "<pad>", "<start>", "<end>"
 SPECIALS = (PAD, START, END)
 PAD_ID, START_ID, END_ID = 0, 1, 2
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 YEARS = (1900, 2099)
@@ -125,7 +137,9 @@ def make_pairs(
     pairs = []
     while len(pairs) < count:
         year = rng.choices(years, cum_weights=weights)[0]
-        day = datetime.date(year, 1, 1) + datetime.timedelta(days=rng.randrange(365 + calendar.isleap(year)))
+        day = datetime.date(year, 1, 1) + datetime.timedelta(
+            days=rng.randrange(365 + calendar.isleap(year))
+        )
         name = rng.choice(names)  # drawn before the rejection, so exclusions do not shift formats
         if day not in excluded:
             pairs.append((FORMATS[name](day), day.isoformat()))
@@ -137,7 +151,11 @@ def load_splits(train_size: int, test_size: int = 2000, *, seed: int = 0) -> tup
     :data:`HELD_OUT_YEARS`; no test date appears in the training pairs, in any format."""
     unseen = make_pairs(test_size // 2, seed=2 * seed + 1, years=HELD_OUT_YEARS)
     seen = make_pairs(test_size - test_size // 2, seed=2 * seed + 1001, years=TRAIN_YEARS)
-    test = [pair for pairs in zip(unseen, seen) for pair in pairs] + unseen[len(seen):] + seen[len(unseen):]
+    test = (
+        [pair for pairs in zip(unseen, seen) for pair in pairs]
+        + unseen[len(seen) :]
+        + seen[len(unseen) :]
+    )
     test_dates = [datetime.date.fromisoformat(iso) for _, iso in test]
     train = make_pairs(train_size, seed=2 * seed, years=TRAIN_YEARS, exclude=test_dates)
     return train, test
@@ -162,7 +180,9 @@ def encode_sources(texts: Iterable[str], length: int = MAX_SOURCE_LENGTH) -> np.
     return ids
 
 
-def encode_targets(isos: Iterable[str], length: int = TARGET_LENGTH) -> tuple[np.ndarray, np.ndarray]:
+def encode_targets(
+    isos: Iterable[str], length: int = TARGET_LENGTH
+) -> tuple[np.ndarray, np.ndarray]:
     """Teacher forcing's two arrays, each int32 (B, length), padded with ``<pad>``:
 
     decoder inputs ``<start> 2 0 1 9 - 0 4 - 2 2`` and targets ``2 0 1 9 - 0 4 - 2 2 <end>``, the

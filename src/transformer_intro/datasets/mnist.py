@@ -263,8 +263,7 @@ def read_idx_images(
     count, rows, cols = header
     if (rows, cols) != (IMAGE_SIZE, IMAGE_SIZE):
         raise MNISTFormatError(
-            f"{path}: header says images are {rows}x{cols}, expected "
-            f"{IMAGE_SIZE}x{IMAGE_SIZE}."
+            f"{path}: header says images are {rows}x{cols}, expected {IMAGE_SIZE}x{IMAGE_SIZE}."
         )
     _check_count(path, count, expected_count, "images")
     _check_payload_size(path, data, _IMAGES_HEADER_BYTES, count * rows * cols, count, "images")
@@ -359,8 +358,7 @@ def _parse_header(
             else ""
         )
         raise MNISTFormatError(
-            f"{path}: bad magic number {found}, expected {magic} for an IDX "
-            f"{kind} file.{hint}"
+            f"{path}: bad magic number {found}, expected {magic} for an IDX {kind} file.{hint}"
         )
     return tuple(int(v) for v in fields[1:])
 
@@ -392,12 +390,17 @@ def _check_payload_size(
 # tensorflow-datasets source
 # ---------------------------------------------------------------------------
 
+
 def _load_prepared_tfds(
     split: str, tfds_data_dir: str | os.PathLike[str] | None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The split from a copy tensorflow-datasets has already prepared, or None if there is none."""
-    folder = Path(tfds_data_dir) if tfds_data_dir is not None else Path(
-        os.environ.get("TFDS_DATA_DIR", "").strip() or Path.home() / "tensorflow_datasets"
+    folder = (
+        Path(tfds_data_dir)
+        if tfds_data_dir is not None
+        else Path(
+            os.environ.get("TFDS_DATA_DIR", "").strip() or Path.home() / "tensorflow_datasets"
+        )
     )
     if not (folder / "mnist").is_dir():
         # Nothing prepared there: skip importing tensorflow-datasets (a second or two, and a
@@ -414,9 +417,7 @@ def _load_prepared_tfds(
         return None
     # SkipDecoding hands us the stored PNG bytes; decoding them ourselves with
     # PIL skips TFDS's generic per-feature decoding (~1.5x faster overall).
-    source = builder.as_data_source(
-        split=split, decoders={"image": tfds.decode.SkipDecoding()}
-    )
+    source = builder.as_data_source(split=split, decoders={"image": tfds.decode.SkipDecoding()})
     return _records_to_arrays(source)
 
 
@@ -499,8 +500,15 @@ def _fetch(url: str, out: Any, timeout: tuple[float, float], progress: bool) -> 
         total = int(expected) if expected is not None else None
         received = 0
         name = url.rsplit("/", 1)[-1]
-        with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
-                  disable=not progress, leave=False) as bar:
+        with tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=name,
+            disable=not progress,
+            leave=False,
+        ) as bar:
             while chunk := response.read(_DOWNLOAD_CHUNK):
                 out.write(chunk)
                 received += len(chunk)

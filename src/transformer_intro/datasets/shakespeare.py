@@ -17,7 +17,9 @@ VALIDATION_PLAYS: tuple[str, ...] = ("hamlet", "macbeth", "tempest", "twelfth_ni
 def play_names() -> tuple[str, ...]:
     """Every play and poem that ships with the package, in alphabetical order."""
     folder = resources.files(__package__) / "shakespeare"
-    return tuple(sorted(p.name[: -len(".txt.xz")] for p in folder.iterdir() if p.name.endswith(".txt.xz")))
+    return tuple(
+        sorted(p.name[: -len(".txt.xz")] for p in folder.iterdir() if p.name.endswith(".txt.xz"))
+    )
 
 
 def load_play(name: str) -> str:

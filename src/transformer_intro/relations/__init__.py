@@ -12,24 +12,65 @@ One module per relation (book chapter 11):
 * :mod:`.kernel_regression`: Nadaraya–Watson regression as attention with a per-key bias.
 """
 
-from .convolution import convolution, convolution_as_attention, grid_positions, kernel_offsets, quadratic_position_bias
-from .graphs import adjacency_mask, edge_softmax_attention, gat_scores, gatv2_scores, is_static, rankings
+from .convolution import (
+    convolution,
+    convolution_as_attention,
+    grid_positions,
+    kernel_offsets,
+    quadratic_position_bias,
+)
+from .graphs import (
+    adjacency_mask,
+    edge_softmax_attention,
+    gat_scores,
+    gatv2_scores,
+    is_static,
+    rankings,
+)
 from .hopfield import attention_update, hopfield_energy, hopfield_iterates, hopfield_update
 from .kernel_regression import gaussian_kernel, kernel_regression_attention, nadaraya_watson
 from .linear_attention import (
-    decay_mask, elu_plus_one, gated_linear_recurrence, linear_attention, linear_attention_recurrence,
-    linear_attention_weights, masked_linear_attention,
+    decay_mask,
+    elu_plus_one,
+    gated_linear_recurrence,
+    linear_attention,
+    linear_attention_recurrence,
+    linear_attention_weights,
+    masked_linear_attention,
 )
 from .mixing import fourier_matrices, fourier_mixing, mixing_bias
 from .recurrence import fast_weight_memory, kv_cache_attention, online_softmax_attention
 
 __all__ = [
-    "convolution", "convolution_as_attention", "grid_positions", "kernel_offsets", "quadratic_position_bias",
-    "adjacency_mask", "edge_softmax_attention", "gat_scores", "gatv2_scores", "is_static", "rankings",
-    "attention_update", "hopfield_energy", "hopfield_iterates", "hopfield_update",
-    "gaussian_kernel", "kernel_regression_attention", "nadaraya_watson",
-    "decay_mask", "elu_plus_one", "gated_linear_recurrence", "linear_attention", "linear_attention_recurrence",
-    "linear_attention_weights", "masked_linear_attention",
-    "fourier_matrices", "fourier_mixing", "mixing_bias",
-    "fast_weight_memory", "kv_cache_attention", "online_softmax_attention",
+    "convolution",
+    "convolution_as_attention",
+    "grid_positions",
+    "kernel_offsets",
+    "quadratic_position_bias",
+    "adjacency_mask",
+    "edge_softmax_attention",
+    "gat_scores",
+    "gatv2_scores",
+    "is_static",
+    "rankings",
+    "attention_update",
+    "hopfield_energy",
+    "hopfield_iterates",
+    "hopfield_update",
+    "gaussian_kernel",
+    "kernel_regression_attention",
+    "nadaraya_watson",
+    "decay_mask",
+    "elu_plus_one",
+    "gated_linear_recurrence",
+    "linear_attention",
+    "linear_attention_recurrence",
+    "linear_attention_weights",
+    "masked_linear_attention",
+    "fourier_matrices",
+    "fourier_mixing",
+    "mixing_bias",
+    "fast_weight_memory",
+    "kv_cache_attention",
+    "online_softmax_attention",
 ]

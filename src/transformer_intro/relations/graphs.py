@@ -23,7 +23,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 
-def adjacency_mask(senders: Int[Array, " E"], receivers: Int[Array, " E"], num_nodes: int) -> Bool[Array, "N N"]:
+def adjacency_mask(
+    senders: Int[Array, " E"], receivers: Int[Array, " E"], num_nodes: int
+) -> Bool[Array, "N N"]:
     """``mask[n', n] = True`` for every edge n' → n: input n' may send to output n."""
     return jnp.zeros((num_nodes, num_nodes), dtype=bool).at[senders, receivers].set(True)
 
@@ -50,7 +52,9 @@ def edge_softmax_attention(
     unnormalised = jnp.exp(edge_scores - largest[receivers])
     normaliser = jax.ops.segment_sum(unnormalised, receivers, num_segments=num_nodes)
     weights = unnormalised / normaliser[receivers]
-    return jax.ops.segment_sum(weights[:, None] * values[senders], receivers, num_segments=num_nodes)
+    return jax.ops.segment_sum(
+        weights[:, None] * values[senders], receivers, num_segments=num_nodes
+    )
 
 
 def gat_scores(

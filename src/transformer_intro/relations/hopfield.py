@@ -21,21 +21,31 @@ from jaxtyping import Array, Float
 from ..attention import attend, attention_weights
 
 
-def hopfield_energy(state: Float[Array, " D"], patterns: Float[Array, "N D"], beta: float) -> Float[Array, ""]:
+def hopfield_energy(
+    state: Float[Array, " D"], patterns: Float[Array, "N D"], beta: float
+) -> Float[Array, ""]:
     """Ramsauer et al.'s energy of state ξ, bounded below by 0."""
     largest_norm = jnp.max(jnp.linalg.norm(patterns, axis=1))
     separation = jax.nn.logsumexp(beta * patterns @ state) / beta
-    return (-separation + 0.5 * state @ state + jnp.log(patterns.shape[0]) / beta
-            + 0.5 * largest_norm**2)
+    return (
+        -separation
+        + 0.5 * state @ state
+        + jnp.log(patterns.shape[0]) / beta
+        + 0.5 * largest_norm**2
+    )
 
 
-def hopfield_update(state: Float[Array, " D"], patterns: Float[Array, "N D"], beta: float) -> Float[Array, " D"]:
+def hopfield_update(
+    state: Float[Array, " D"], patterns: Float[Array, "N D"], beta: float
+) -> Float[Array, " D"]:
     """One step of the update rule, ``ξ ← X softmax(β Xᵀ ξ)``, written out."""
     probabilities = jax.nn.softmax(beta * patterns @ state)
     return patterns.T @ probabilities
 
 
-def attention_update(states: Float[Array, "Q D"], patterns: Float[Array, "N D"], beta: float) -> Float[Array, "Q D"]:
+def attention_update(
+    states: Float[Array, "Q D"], patterns: Float[Array, "N D"], beta: float
+) -> Float[Array, "Q D"]:
     """The package's attention with keys = values = the patterns and queries β ξ, for Q states."""
     return attend(patterns, attention_weights(patterns, beta * states))
 

@@ -13,7 +13,7 @@ S_n = a_n S_{n-1} + k_n v_nᵀ and y_n = S_nᵀ q_n, the same outputs are a mask
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

@@ -24,7 +24,9 @@ def mixing_bias(mixing: Float[Array, "N N"], *, atol: float = 1e-5) -> Float[Arr
     if mixing.ndim != 2 or mixing.shape[0] != mixing.shape[1]:
         raise ValueError(f"a token-mixing matrix is N x N, got shape {mixing.shape}")
     if not bool(jnp.all(mixing > 0)):
-        raise ValueError("a softmax is positive: a mixing matrix with an entry <= 0 is not softmax(B)")
+        raise ValueError(
+            "a softmax is positive: a mixing matrix with an entry <= 0 is not softmax(B)"
+        )
     column_sums = mixing.sum(axis=0)
     if not bool(jnp.allclose(column_sums, 1.0, atol=atol)):
         raise ValueError(
