@@ -28,11 +28,13 @@ WIDTHS = (1280, 400)
 # Returns a list of problems found in the current page.
 FIND_CLIPPING = r"""
 const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+// (sliced by code points: MathJax's letters lie outside the BMP, and half a surrogate pair
+// cannot be sent back to Python)
 const describe = (el) => {
   const text = (el.innerText || el.textContent || '').replace(/\s+/g, ' ').trim();
   const id = el.id || (el.closest('[id]') || {}).id || '';
   return `${el.tagName.toLowerCase()}.${[...el.classList].join('.')}` +
-         (id ? ` near #${id}` : '') + `: "${text.slice(0, 60)}"`;
+         (id ? ` near #${id}` : '') + `: "${Array.from(text).slice(0, 60).join('')}"`;
 };
 const column = document.querySelector('article.bd-article') ||
   document.querySelector('main article') || document.querySelector('main') || document.body;
