@@ -5,6 +5,9 @@ Figures are found by their name (the myst-nb figure name passed as ``name=``):
 class token), ``read_values(driver, "fig-ch03-explore")`` returns the weights the page shows for
 it over the inputs n', in input order, as floats (the value stored in the page, which it prints to
 3 decimals). ``select`` picks a layer or head, ``set_temperature`` moves the slider.
+
+In a test file under tests/browser: ``from explore_helpers import point_at, read_values`` (pytest
+puts the folder on ``sys.path``).
 """
 
 from __future__ import annotations
