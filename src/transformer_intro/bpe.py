@@ -212,7 +212,7 @@ class BytePairEncoding:
         target = vocab_size - len(specials)
         bar = None
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm import tqdm  # a plain text bar, as in train.py
 
             bar = tqdm(total=target - 256, desc="merges")
         while len(token_bytes) < target and heap:
