@@ -415,7 +415,14 @@ class BytePairEncoding:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, BytePairEncoding) and self.to_dict() == other.to_dict()
+        """Same tokens in the same order, same pattern, same specials: the same encodings (the
+        recorded pair of a merge may differ when two splits of a token are both earlier tokens)."""
+        return (
+            isinstance(other, BytePairEncoding)
+            and self.token_bytes == other.token_bytes
+            and self.pattern == other.pattern
+            and self.special_tokens == other.special_tokens
+        )
 
     def __hash__(self) -> int:
         return hash((self.pattern, len(self)))
