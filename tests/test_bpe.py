@@ -78,7 +78,7 @@ strings = st.lists(
     st.one_of(st.text(characters, max_size=12), st.sampled_from(PIECES)), max_size=12
 ).map("".join)
 FIXED_BUDGET = settings(
-    max_examples=300,
+    max_examples=200,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
