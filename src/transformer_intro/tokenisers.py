@@ -8,9 +8,13 @@ import jax
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+# Subword tokens live in their own module; they belong beside Vocabulary, so re-export them here.
+from transformer_intro.bpe import GPT2_PATTERN, BytePairEncoding  # noqa: F401
+
 
 class DiscreteTokeniser(eqx.Module):
-    """``x_n = z_{s_n}``: symbol ``s_n ∈ {0, ..., K-1}`` looks up row ``s_n`` of a learned (K, D) table."""
+    """``x_n = z_{s_n}``: symbol ``s_n ∈ {0, ..., K-1}`` looks up row ``s_n`` of a learned
+    (K, D) table."""
 
     table: Float[Array, "K D"]
 
@@ -52,7 +56,8 @@ def check_patch_size(height: int, width: int, patch_size: int) -> None:
 
 
 def patchify(image: Float[Array, "C H W"], patch_size: int) -> Float[Array, "N Cpp"]:
-    """Cut an image into non-overlapping p x p patches, row by row, each flattened in (C, p, p) order."""
+    """Cut an image into non-overlapping p x p patches, row by row, each flattened in (C, p, p)
+    order."""
     c, h, w = image.shape
     check_patch_size(h, w, patch_size)
     p = patch_size
@@ -81,14 +86,16 @@ class PatchTokeniser(eqx.Module):
     def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, "N D"]:
         if image.ndim != 3 or image.shape[0] != self.convolution.in_channels:
             raise ValueError(
-                f"expected one image of shape (C={self.convolution.in_channels}, H, W), got {image.shape}"
+                f"expected one image of shape (C={self.convolution.in_channels}, H, W),"
+                f" got {image.shape}"
             )
         check_patch_size(image.shape[1], image.shape[2], self.patch_size)
         features = self.convolution(image)  # (D, H/p, W/p)
         return features.reshape(features.shape[0], -1).T
 
     def linear_map(self) -> tuple[Float[Array, "D Cpp"], Float[Array, " D"]]:
-        """The convolution as the shared linear map of :func:`patchify`'d patches: weight and bias."""
+        """The convolution as the shared linear map of :func:`patchify`'d patches: weight and
+        bias."""
         weight = self.convolution.weight
         return weight.reshape(weight.shape[0], -1), self.convolution.bias.reshape(-1)
 
@@ -143,7 +150,8 @@ class Vocabulary:
         if unknown:
             first = next(i for i, s in enumerate(text) if s not in self._ids)
             raise ValueError(
-                f"{len(unknown)} symbol(s) not in the vocabulary: {', '.join(map(repr, unknown[:10]))}"
+                f"{len(unknown)} symbol(s) not in the vocabulary:"
+                f" {', '.join(map(repr, unknown[:10]))}"
                 f" (first at position {first})"
             )
         return np.fromiter((self._ids[s] for s in text), dtype=np.int32, count=len(text))
