@@ -261,3 +261,90 @@ def test_rotary_half_matches_transformers():
     )
     ours = rotate_pairs(jnp.asarray(x), jnp.arange(N), base=base, layout="half")
     np.testing.assert_allclose(ours, ref[0].numpy(), rtol=1e-5, atol=1e-5)
+
+
+# -- attention biases, and GPT-2 exactly ----------------------------------------------------------
+
+
+def test_key_bias_cancels_and_value_bias_is_an_output_bias():
+    """The reason the attention stores only a query and an output bias."""
+    layer = gqa(6, use_bias=True)
+    layer = eqx.tree_at(
+        lambda m: (m.query_bias, m.output_bias),
+        layer,
+        (jax.random.normal(jax.random.PRNGKey(20), (H, K)), jnp.linspace(-1, 1, D)),
+    )
+    x, mask = tokens(21), causal_mask(N)
+    b_k, b_v = jax.random.normal(jax.random.PRNGKey(22), (2, H, K))
+    # A layer written out with all four biases, in plain numpy.
+    q = np.einsum("hkd,nd->hnk", layer.query_projections, x) + np.asarray(layer.query_bias)[:, None]
+    k = np.einsum("hkd,nd->hnk", layer.key_projections, x) + np.asarray(b_k)[:, None]
+    v = np.einsum("hkd,nd->hnk", layer.value_projections, x) + np.asarray(b_v)[:, None]
+    scores = np.einsum("hmk,hnk->hmn", k, q) / np.sqrt(K)
+    scores = np.where(np.asarray(mask), scores, -np.inf)
+    a = np.exp(scores - scores.max(1, keepdims=True))
+    a = a / a.sum(1, keepdims=True)
+    heads = np.einsum("hmn,hmv->hnv", a, v)
+    full = np.einsum("hdv,hnv->nd", layer.output_projections, heads)
+    folded = eqx.tree_at(
+        lambda m: m.output_bias,
+        layer,
+        layer.output_bias + jnp.einsum("hdv,hv->d", layer.output_projections, b_v),
+    )
+    expected = full + np.asarray(layer.output_bias)
+    np.testing.assert_allclose(folded(x, mask), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(folded.batched(x[None], mask)[0], expected, rtol=1e-5, atol=1e-5)
+    y, _ = folded.extend(x, folded.empty_cache(N), 0)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    # Negative control: the value bias is not simply dropped.
+    assert np.abs(layer(x, mask) - expected).max() > 1e-2
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=97, n_positions=32, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad():  # random biases and gains too, so that every weight is checked
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "ln" in name:
+                p.copy_(
+                    0.1 * torch.randn_like(p) + (1.0 if "ln" in name and "weight" in name else 0)
+                )
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    ids = np.random.default_rng(0).integers(0, 97, size=24)
+    with torch.no_grad():
+        logits = model(torch.tensor(ids[None])).logits[0].numpy()
+    return config, state, ids, logits
+
+
+def test_gpt2_converted_gives_the_same_logits(tiny_gpt2):
+    from transformer_intro.pretrained.gpt2 import GPT2Config, gpt2_from_state_dict
+
+    config, state, ids, expected = tiny_gpt2
+    model = gpt2_from_state_dict(state, GPT2Config.from_hf(config.to_dict()))
+    logits = np.asarray(model(jnp.asarray(ids)))
+    assert np.abs(logits - expected).max() < 1e-5
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [("h.0.ln_1.weight", "h.0.ln_2.weight"), ("h.1.mlp.c_fc.bias", "h.0.mlp.c_fc.bias")],
+)
+def test_gpt2_with_a_swapped_pair_of_weights_fails(tiny_gpt2, first, second):
+    from transformer_intro.pretrained.gpt2 import GPT2Config, gpt2_from_state_dict
+
+    config, state, ids, expected = tiny_gpt2
+    swapped = dict(state)
+    a, b = f"transformer.{first}", f"transformer.{second}"
+    swapped[a], swapped[b] = state[b], state[a]
+    model = gpt2_from_state_dict(swapped, GPT2Config.from_hf(config.to_dict()))
+    assert np.abs(np.asarray(model(jnp.asarray(ids))) - expected).max() > 1e-3
+    with pytest.raises(KeyError, match="no tensor"):
+        gpt2_from_state_dict(
+            {k: v for k, v in state.items() if k != a}, GPT2Config.from_hf(config.to_dict())
+        )

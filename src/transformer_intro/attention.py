@@ -209,6 +209,13 @@ class MultiHeadAttention(eqx.Module):
       query before the rotation (Dehghani et al. 2023). The score ``k·q`` is then at most ``K γ²``
       in size whatever the token widths grow to, which keeps the softmax from saturating.
     * ``rotary_base`` and ``rotary_layout``: see :func:`~transformer_intro.positions.rotate_pairs`.
+    * ``use_bias=True`` (GPT-2): affine instead of linear projections. Only two of the four
+      biases change the function, so only those two are stored. A key bias adds ``b_kᵀ q_n`` to
+      every score of column n, the same for every input n', and the softmax down the column
+      removes it. A value bias adds ``b_v`` to every value; the weights of a column sum to one, so
+      ``Σ_n' (W x_n' + b_v) A[n', n] = Σ_n' W x_n' A[n', n] + b_v``, a constant that the output
+      map turns into ``O_h b_v``: part of the output bias. What remains is a query bias per head
+      and one output bias (a checkpoint's key bias is dropped, its value bias folded in).
     """
 
     key_projections: Float[Array, "G K D"]
@@ -217,6 +224,8 @@ class MultiHeadAttention(eqx.Module):
     output_projections: Float[Array, "H D Dv"] | None
     query_norm: RMSNorm | None
     key_norm: RMSNorm | None
+    query_bias: Float[Array, "H K"] | None
+    output_bias: Float[Array, " D"] | None
     num_heads: int = eqx.field(static=True)
     num_kv_heads: int = eqx.field(static=True)
     rotary_base: float = eqx.field(static=True)
@@ -242,6 +251,7 @@ class MultiHeadAttention(eqx.Module):
         qk_norm_eps: float = 1e-6,
         rotary_base: float = 10_000.0,
         rotary_layout: Literal["interleaved", "half"] = "interleaved",
+        use_bias: bool = False,
         key: PRNGKeyArray,
     ):
         """
@@ -262,6 +272,8 @@ class MultiHeadAttention(eqx.Module):
             qk_norm_eps: that RMSNorm's epsilon.
             rotary_base: the base of the rotary frequencies, ``ω_i = base^(-2i/K)``.
             rotary_layout: "interleaved" pairs coordinates (2i, 2i+1), "half" pairs (i, i + K/2).
+            use_bias: a query bias per head and an output bias, initialised to zero (the only
+                biases that change the function, see above).
             key: a PRNG key.
         """
         if num_heads < 1:
@@ -300,6 +312,8 @@ class MultiHeadAttention(eqx.Module):
             self.output_projections = w_o.reshape(token_dim, num_heads, value_dim).transpose(
                 1, 0, 2
             )
+        self.query_bias = jnp.zeros((num_heads, head_dim)) if use_bias else None
+        self.output_bias = jnp.zeros(token_dim) if use_bias else None
         self.query_norm = RMSNorm(head_dim, eps=qk_norm_eps) if qk_norm else None
         self.key_norm = RMSNorm(head_dim, eps=qk_norm_eps) if qk_norm else None
         self.num_heads = num_heads
@@ -322,6 +336,13 @@ class MultiHeadAttention(eqx.Module):
         """A key-value head's array repeated for each query head of its group (h -> h // (H/G))."""
         return array if self.group_size == 1 else jnp.repeat(array, self.group_size, axis=0)
 
+    def _query_bias_rows(self) -> Array | None:
+        """The query bias laid out to add to (H, N, K) queries."""
+        return None if self.query_bias is None else self.query_bias[:, None, :]
+
+    def _add_output_bias(self, y: Array) -> Array:
+        return y if self.output_bias is None else y + self.output_bias
+
     def _rotate(self, x: Array, positions: Array) -> Array:
         return rotate_pairs(x, positions, base=self.rotary_base, layout=self.rotary_layout)
 
@@ -332,7 +353,9 @@ class MultiHeadAttention(eqx.Module):
             keys = self.key_norm(keys)
         return self._rotate(keys, positions) if self.rotary else keys
 
-    def _finish_queries(self, queries: Array, positions: Array) -> Array:
+    def _finish_queries(self, queries: Array, positions: Array, bias: Array | None = None) -> Array:
+        if bias is not None:
+            queries = queries + bias
         queries = self.qk_activation(queries)
         if self.query_norm is not None:
             queries = self.query_norm(queries)
@@ -356,7 +379,7 @@ class MultiHeadAttention(eqx.Module):
         keys = jnp.einsum("hkd,md->hmk", self.key_projections, source)
         queries = jnp.einsum("hkd,nd->hnk", self.query_projections, x)
         keys = self._finish_keys(keys, jnp.arange(source.shape[0]))
-        queries = self._finish_queries(queries, jnp.arange(x.shape[0]))
+        queries = self._finish_queries(queries, jnp.arange(x.shape[0]), self._query_bias_rows())
         return self.per_query_head(keys), queries
 
     def attention_weights(
@@ -389,7 +412,8 @@ class MultiHeadAttention(eqx.Module):
         values = self.value_maps()  # (H, D, D)
         # Maths: Y = Σ_h V_h X A_h. With tokens as rows: Yᵀ = Σ_h A_hᵀ Xᵀ V_hᵀ.
         per_head = jax.vmap(lambda v, a: attend(source @ v.T, a))(values, weights)
-        return per_head.sum(0) if self.combine_heads == "sum" else per_head.mean(0)
+        y = per_head.sum(0) if self.combine_heads == "sum" else per_head.mean(0)
+        return self._add_output_bias(y)
 
     def _source(self, x: Array, context: Array | None) -> Array:
         """The tokens that offer keys and values: x itself, or the context of cross-attention."""
@@ -441,7 +465,7 @@ class MultiHeadAttention(eqx.Module):
         positions = start + jnp.arange(t)
         keys = self._finish_keys(jnp.einsum("hkd,td->htk", self.key_projections, x), positions)
         queries = jnp.einsum("hkd,td->htk", self.query_projections, x)
-        queries = self._finish_queries(queries, positions)
+        queries = self._finish_queries(queries, positions, self._query_bias_rows())
         values = jnp.einsum("hvd,td->htv", self.value_projections, x)
         cached_keys = jax.lax.dynamic_update_slice(
             cached_keys, keys.astype(cached_keys.dtype), (0, start, 0)
@@ -465,7 +489,7 @@ class MultiHeadAttention(eqx.Module):
         if self.output_projections is not None:
             heads = jnp.einsum("hdv,htv->htd", self.output_projections, heads)
         y = heads.sum(0) if self.combine_heads == "sum" else heads.mean(0)
-        return y, (cached_keys, cached_values)
+        return self._add_output_bias(y), (cached_keys, cached_values)
 
     @property
     def token_dim(self) -> int:
@@ -536,7 +560,8 @@ class MultiHeadAttention(eqx.Module):
                     queries = projected[..., k + dv + i * k : k + dv + (i + 1) * k]
                 else:
                     queries = x[:, :q] @ self.query_projections[h].T
-                queries = self._finish_queries(queries, jnp.arange(q))
+                bias = None if self.query_bias is None else self.query_bias[h]
+                queries = self._finish_queries(queries, jnp.arange(q), bias)
                 logits = jnp.einsum(
                     "bjk,bik->bji", queries, keys
                 )  # logits[b, n, n'] = q_n . k_n' = A_h[n', n] before softmax
@@ -549,7 +574,8 @@ class MultiHeadAttention(eqx.Module):
                 if self.output_projections is not None:
                     head = head @ self.output_projections[h].T
                 total = total + head
-        return total if self.combine_heads == "sum" else total / self.num_heads
+        total = total if self.combine_heads == "sum" else total / self.num_heads
+        return self._add_output_bias(total)
 
 
 MultiHeadSelfAttention = MultiHeadAttention
@@ -567,8 +593,8 @@ def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, ...]]:
     rows. The text's full-width ``V_h`` becomes ``W_V`` with Dv = D and ``W_O`` a stack of
     identities. Grouped key-value heads are repeated, one per query head.
     """
-    if mhsa.query_norm is not None:
-        raise ValueError("a layer with QK-norm has no plain Q/K/V form")
+    if mhsa.query_norm is not None or mhsa.query_bias is not None:
+        raise ValueError("a layer with QK-norm or biases has no plain, unbiased Q/K/V form")
     h, k, d = mhsa.query_projections.shape
     w_q = mhsa.query_projections.reshape(h * k, d).T
     w_k = mhsa.per_query_head(mhsa.key_projections).reshape(h * k, d).T
@@ -612,6 +638,7 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
         or mhsa.rotary
         or mhsa.qk_activation is not _identity
         or mhsa.query_norm is not None
+        or mhsa.query_bias is not None
     ):
         raise ValueError(
             "only a scaled, non-rotary layer without a key/query activation maps to Equinox"

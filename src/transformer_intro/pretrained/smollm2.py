@@ -334,17 +334,16 @@ def decode(
     start: Int[Array, ""],
     key: PRNGKeyArray,
     num_tokens: int,
-    temperature: float,
+    temperature: Float[Array, ""],
 ) -> Int[Array, " T"]:
-    """``num_tokens`` tokens, one model step each on the key-value cache, in one ``lax.scan``."""
+    """``num_tokens`` tokens, one model step each on the key-value cache, in one ``lax.scan``.
+
+    ``temperature`` is an array, so that greedy decoding and sampling share one compilation."""
 
     def step(carry, step_key):
         logits, cache, position = carry
-        if temperature == 0:
-            token = jnp.argmax(logits)
-        else:
-            token = jax.random.categorical(step_key, logits / temperature)
-        token = token.astype(jnp.int32)
+        sampled = jax.random.categorical(step_key, logits / jnp.maximum(temperature, 1e-6))
+        token = jnp.where(temperature > 0, sampled, jnp.argmax(logits)).astype(jnp.int32)
         new_logits, cache = model.extend(token[None], cache, position)
         return (new_logits[0], cache, position + 1), token
 
@@ -370,7 +369,7 @@ def generate_ids(
         raise ValueError(f"temperature must be non-negative, got {temperature}")
     if temperature > 0 and key is None:
         raise ValueError("sampling at a temperature above 0 needs a PRNG key")
-    padded = _round_up(ids.size, 32)
+    padded = _round_up(ids.size, 64)
     window = _round_up(padded + num_tokens, 128)
     if window > model.config.context_length:
         raise ValueError(
@@ -381,7 +380,8 @@ def generate_ids(
     prompt[: ids.size] = ids
     logits, cache = prefill(model, jnp.asarray(prompt), jnp.int32(ids.size), window)
     key = jax.random.PRNGKey(0) if key is None else key
-    tokens = decode(model, logits, cache, jnp.int32(ids.size), key, num_tokens, float(temperature))
+    temperature = jnp.float32(temperature)
+    tokens = decode(model, logits, cache, jnp.int32(ids.size), key, num_tokens, temperature)
     return np.asarray(tokens)
 
 
