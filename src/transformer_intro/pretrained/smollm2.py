@@ -161,7 +161,7 @@ def _unpermute_rotary_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
     return half.reshape(rows, d)
 
 
-def _hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict:
+def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict:
     """GGUF names and layouts to Hugging Face's Llama names and layouts."""
     out = {
         "model.embed_tokens.weight": tensors["token_embd.weight"],
@@ -281,7 +281,7 @@ def load_smollm2(path: str | os.PathLike | None = None) -> tuple[LlamaModel, Byt
         tensors, metadata = read_gguf(found)
         config = config_from_gguf(metadata)
         tokeniser = tokeniser_from_gguf(metadata)
-        hf_tensors = _hf_tensors_from_gguf(tensors, config)
+        hf_tensors = hf_tensors_from_gguf(tensors, config)
     else:
         from safetensors.numpy import load_file
 
