@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from .normalisation import RMSNorm
 from .positions import rotate_pairs
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +68,8 @@ def attention_weights(
         keys: one key per input token, as rows.
         queries: one query per output token, as rows. In self-attention both come from the same
             tokens; in cross-attention the queries come from another sequence, of any length.
-        scaled: divide the scores by sqrt(K), as Vaswani et al. (2017) do. The text's maths does not.
+        scaled: divide the scores by sqrt(K), as Vaswani et al. (2017) do. The text's maths does
+            not.
         mask: optional boolean (N, N) array; ``mask[n', n] = False`` forbids output n from attending
             to input n' (see :func:`causal_mask`, :func:`padding_mask`). Every column must allow at
             least one input.
@@ -78,7 +80,8 @@ def attention_weights(
     """
     if keys.ndim != 2 or queries.ndim != 2 or keys.shape[1] != queries.shape[1]:
         raise ValueError(
-            f"keys and queries must be (N, K) arrays of the same width K, got {keys.shape} and {queries.shape}"
+            "keys and queries must be (N, K) arrays of the same width K, "
+            f"got {keys.shape} and {queries.shape}"
         )
     scores = keys @ queries.T  # scores[n', n] = k_n' . q_n
     if scaled:
@@ -202,13 +205,41 @@ class MultiHeadAttention(eqx.Module):
     same function for a whole batch with a layout chosen for XLA on a CPU (``python
     benchmarks/throughput.py --layouts batched vmap`` prints the train-step ratio of the two); the
     tests check that the two agree, values and gradients.
+
+    Options of today's language models (each off by default, leaving the layer above unchanged):
+
+    * ``num_kv_heads=G`` (grouped-query attention, Ainslie et al. 2023): the H query heads share
+      G key-value heads, query head h reading group ``h // (H/G)``: ``U_{k,h} = U_{k,g(h)}`` and
+      ``W_h = W_{g(h)}``. Equivalently, it is multi-head attention whose key and value
+      projections are repeated H/G times (a test checks exactly that). G = 1 is multi-query
+      attention (Shazeer 2019). What it buys is the key-value cache: G instead of H heads of keys
+      and values per token, an H/G times smaller cache and a faster step when generation is
+      limited by reading it.
+    * ``qk_norm=True``: an RMSNorm (one gain of width K, shared by the heads) on every key and
+      query before the rotation (Dehghani et al. 2023). The score ``k·q`` is then at most ``K γ²``
+      in size whatever the token widths grow to, which keeps the softmax from saturating.
+    * ``rotary_base`` and ``rotary_layout``: see :func:`~transformer_intro.positions.rotate_pairs`.
+    * ``use_bias=True`` (GPT-2): affine instead of linear projections. Only two of the four
+      biases change the function, so only those two are stored. A key bias adds ``b_kᵀ q_n`` to
+      every score of column n, the same for every input n', and the softmax down the column
+      removes it. A value bias adds ``b_v`` to every value; the weights of a column sum to one, so
+      ``Σ_n' (W x_n' + b_v) A[n', n] = Σ_n' W x_n' A[n', n] + b_v``, a constant that the output
+      map turns into ``O_h b_v``: part of the output bias. What remains is a query bias per head
+      and one output bias (a checkpoint's key bias is dropped, its value bias folded in).
     """
 
-    key_projections: Float[Array, "H K D"]
+    key_projections: Float[Array, "G K D"]
     query_projections: Float[Array, "H K D"]
-    value_projections: Float[Array, "H Dv D"]
+    value_projections: Float[Array, "G Dv D"]
     output_projections: Float[Array, "H D Dv"] | None
+    query_norm: RMSNorm | None
+    key_norm: RMSNorm | None
+    query_bias: Float[Array, "H K"] | None
+    output_bias: Float[Array, " D"] | None
     num_heads: int = eqx.field(static=True)
+    num_kv_heads: int = eqx.field(static=True)
+    rotary_base: float = eqx.field(static=True)
+    rotary_layout: Literal["interleaved", "half"] = eqx.field(static=True)
     scaled: bool = eqx.field(static=True)
     rotary: bool = eqx.field(static=True)
     combine_heads: Literal["sum", "mean"] = eqx.field(static=True)
@@ -225,6 +256,12 @@ class MultiHeadAttention(eqx.Module):
         rotary: bool = False,
         combine_heads: Literal["sum", "mean"] = "sum",
         qk_activation: Callable = _identity,
+        num_kv_heads: int | None = None,
+        qk_norm: bool = False,
+        qk_norm_eps: float = 1e-6,
+        rotary_base: float = 10_000.0,
+        rotary_layout: Literal["interleaved", "half"] = "interleaved",
+        use_bias: bool = False,
         key: PRNGKeyArray,
     ):
         """
@@ -239,6 +276,14 @@ class MultiHeadAttention(eqx.Module):
             combine_heads: "sum" (the maths) or "mean" (the reference code, a rescaled ``V_h``).
             qk_activation: applied to keys and queries; the identity in the maths. The reference
                 code applies a GELU here, and its configuration reproduces that.
+            num_kv_heads: G, the number of key-value heads; None means H (multi-head attention),
+                1 multi-query attention. H must be a multiple of G.
+            qk_norm: an RMSNorm on each head's keys and queries (QK-norm).
+            qk_norm_eps: that RMSNorm's epsilon.
+            rotary_base: the base of the rotary frequencies, ``ω_i = base^(-2i/K)``.
+            rotary_layout: "interleaved" pairs coordinates (2i, 2i+1), "half" pairs (i, i + K/2).
+            use_bias: a query bias per head and an output bias, initialised to zero (the only
+                biases that change the function, see above).
             key: a PRNG key.
         """
         if num_heads < 1:
@@ -254,45 +299,98 @@ class MultiHeadAttention(eqx.Module):
             raise ValueError(f"rotary position embeddings need an even head_dim, got {head_dim}")
         if combine_heads not in ("sum", "mean"):
             raise ValueError(f"combine_heads must be 'sum' or 'mean', got {combine_heads!r}")
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_kv_heads < 1 or num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads} (>= 1)"
+            )
+        if rotary_layout not in ("interleaved", "half"):
+            raise ValueError(
+                f"rotary_layout must be 'interleaved' or 'half', got {rotary_layout!r}"
+            )
         k_key, q_key, v_key, o_key = jax.random.split(key, 4)
         init = jax.nn.initializers.glorot_normal(in_axis=-1, out_axis=-2, batch_axis=0)
-        self.key_projections = init(k_key, (num_heads, head_dim, token_dim))
+        self.key_projections = init(k_key, (num_kv_heads, head_dim, token_dim))
         self.query_projections = init(q_key, (num_heads, head_dim, token_dim))
         if value_dim is None:
-            self.value_projections = init(v_key, (num_heads, token_dim, token_dim))
+            self.value_projections = init(v_key, (num_kv_heads, token_dim, token_dim))
             self.output_projections = None
         else:
-            self.value_projections = init(v_key, (num_heads, value_dim, token_dim))
+            self.value_projections = init(v_key, (num_kv_heads, value_dim, token_dim))
             # One D x (H Dv) output matrix, initialised as a whole and split by head.
             w_o = jax.nn.initializers.glorot_normal()(o_key, (token_dim, num_heads * value_dim))
             self.output_projections = w_o.reshape(token_dim, num_heads, value_dim).transpose(
                 1, 0, 2
             )
+        self.query_bias = jnp.zeros((num_heads, head_dim)) if use_bias else None
+        self.output_bias = jnp.zeros(token_dim) if use_bias else None
+        self.query_norm = RMSNorm(head_dim, eps=qk_norm_eps) if qk_norm else None
+        self.key_norm = RMSNorm(head_dim, eps=qk_norm_eps) if qk_norm else None
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
         self.scaled = scaled
         self.rotary = rotary
+        self.rotary_base = rotary_base
+        self.rotary_layout = rotary_layout
         self.combine_heads = combine_heads
         self.qk_activation = qk_activation
+
+    # -- the per-head maps shared by every path ------------------------------------------------
+
+    @property
+    def group_size(self) -> int:
+        """H / G: how many query heads read each key-value head."""
+        return self.num_heads // self.num_kv_heads
+
+    def per_query_head(self, array: Float[Array, "G ..."]) -> Float[Array, "H ..."]:
+        """A key-value head's array repeated for each query head of its group (h -> h // (H/G))."""
+        return array if self.group_size == 1 else jnp.repeat(array, self.group_size, axis=0)
+
+    def _query_bias_rows(self) -> Array | None:
+        """The query bias laid out to add to (H, N, K) queries."""
+        return None if self.query_bias is None else self.query_bias[:, None, :]
+
+    def _add_output_bias(self, y: Array) -> Array:
+        return y if self.output_bias is None else y + self.output_bias
+
+    def _rotate(self, x: Array, positions: Array) -> Array:
+        return rotate_pairs(x, positions, base=self.rotary_base, layout=self.rotary_layout)
+
+    def _finish_keys(self, keys: Array, positions: Array) -> Array:
+        """Projected keys -> the keys scored: activation, QK-norm, rotation (in that order)."""
+        keys = self.qk_activation(keys)
+        if self.key_norm is not None:
+            keys = self.key_norm(keys)
+        return self._rotate(keys, positions) if self.rotary else keys
+
+    def _finish_queries(self, queries: Array, positions: Array, bias: Array | None = None) -> Array:
+        if bias is not None:
+            queries = queries + bias
+        queries = self.qk_activation(queries)
+        if self.query_norm is not None:
+            queries = self.query_norm(queries)
+        return self._rotate(queries, positions) if self.rotary else queries
 
     # -- the readable, one-sequence definition -------------------------------------------------
 
     def value_maps(self) -> Float[Array, "H D D"]:
         """The text's ``V_h`` for every head, multiplied out when it is factored."""
+        values = self.per_query_head(self.value_projections)
         if self.output_projections is None:
-            return self.value_projections
-        return self.output_projections @ self.value_projections
+            return values
+        return self.output_projections @ values
 
     def head_keys_queries(
         self, x: Float[Array, "N D"], context: Float[Array, "M D"] | None = None
     ) -> tuple[Float[Array, "H M K"], Float[Array, "H N K"]]:
-        """Keys from the sequence that is read (``context``, or x itself), queries from x."""
+        """Keys from the sequence that is read (``context``, or x itself), queries from x; keys of
+        grouped-query attention are repeated so that there is one per query head."""
         source = self._source(x, context)
-        keys = self.qk_activation(jnp.einsum("hkd,md->hmk", self.key_projections, source))
-        queries = self.qk_activation(jnp.einsum("hkd,nd->hnk", self.query_projections, x))
-        if self.rotary:
-            positions = jnp.arange(x.shape[0])
-            keys, queries = rotate_pairs(keys, positions), rotate_pairs(queries, positions)
-        return keys, queries
+        keys = jnp.einsum("hkd,md->hmk", self.key_projections, source)
+        queries = jnp.einsum("hkd,nd->hnk", self.query_projections, x)
+        keys = self._finish_keys(keys, jnp.arange(source.shape[0]))
+        queries = self._finish_queries(queries, jnp.arange(x.shape[0]), self._query_bias_rows())
+        return self.per_query_head(keys), queries
 
     def attention_weights(
         self,
@@ -324,7 +422,8 @@ class MultiHeadAttention(eqx.Module):
         values = self.value_maps()  # (H, D, D)
         # Maths: Y = Σ_h V_h X A_h. With tokens as rows: Yᵀ = Σ_h A_hᵀ Xᵀ V_hᵀ.
         per_head = jax.vmap(lambda v, a: attend(source @ v.T, a))(values, weights)
-        return per_head.sum(0) if self.combine_heads == "sum" else per_head.mean(0)
+        y = per_head.sum(0) if self.combine_heads == "sum" else per_head.mean(0)
+        return self._add_output_bias(y)
 
     def _source(self, x: Array, context: Array | None) -> Array:
         """The tokens that offer keys and values: x itself, or the context of cross-attention."""
@@ -332,11 +431,13 @@ class MultiHeadAttention(eqx.Module):
             return x
         if context.ndim != x.ndim or context.shape[-1] != self.token_dim:
             raise ValueError(
-                f"context must hold tokens of width {self.token_dim} in the layout of x {x.shape}, got {context.shape}"
+                f"context must hold tokens of width {self.token_dim} in the layout of x "
+                f"{x.shape}, got {context.shape}"
             )
         if self.rotary:
             raise ValueError(
-                "rotary positions compare positions within one sequence; use them in self-attention only"
+                "rotary positions compare positions within one sequence; "
+                "use them in self-attention only"
             )
         return context
 
@@ -345,7 +446,8 @@ class MultiHeadAttention(eqx.Module):
     def empty_cache(
         self, window: int, dtype=jnp.float32
     ) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
-        """Room for the keys and values of ``window`` tokens, every head, preallocated as zeros."""
+        """Room for the keys and values of ``window`` tokens, preallocated as zeros: one slot per
+        key-value head, so grouped-query attention's cache is H/G times smaller."""
         heads, k, _ = self.key_projections.shape
         dv = self.value_projections.shape[1]
         return jnp.zeros((heads, window, k), dtype), jnp.zeros((heads, window, dv), dtype)
@@ -370,12 +472,11 @@ class MultiHeadAttention(eqx.Module):
         window, t = cached_keys.shape[1], x.shape[0]
         if t > window:
             raise ValueError(f"{t} new tokens do not fit a cache of {window} positions")
-        keys = self.qk_activation(jnp.einsum("hkd,td->htk", self.key_projections, x))
-        queries = self.qk_activation(jnp.einsum("hkd,td->htk", self.query_projections, x))
-        values = jnp.einsum("hvd,td->htv", self.value_projections, x)
         positions = start + jnp.arange(t)
-        if self.rotary:
-            keys, queries = rotate_pairs(keys, positions), rotate_pairs(queries, positions)
+        keys = self._finish_keys(jnp.einsum("hkd,td->htk", self.key_projections, x), positions)
+        queries = jnp.einsum("hkd,td->htk", self.query_projections, x)
+        queries = self._finish_queries(queries, positions, self._query_bias_rows())
+        values = jnp.einsum("hvd,td->htv", self.value_projections, x)
         cached_keys = jax.lax.dynamic_update_slice(
             cached_keys, keys.astype(cached_keys.dtype), (0, start, 0)
         )
@@ -386,14 +487,19 @@ class MultiHeadAttention(eqx.Module):
         mask = (
             jnp.arange(window)[:, None] <= positions[None, :]
         )  # mask[m, n]: input m before output n
-        weights = jax.vmap(lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=mask))(
-            cached_keys, queries
-        )  # (H, W, T)
-        heads = jnp.einsum("hmt,hmv->htv", weights, cached_values)
+        # Grouped queries: the r = H/G query heads of group g read the same cached keys, so they
+        # are scored as one block of r T queries against that group's keys (no copy of the cache).
+        r = self.group_size
+        grouped_queries = queries.reshape(self.num_kv_heads, r * t, -1)
+        grouped_mask = mask if r == 1 else jnp.tile(mask, (1, r))
+        weights = jax.vmap(
+            lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=grouped_mask)
+        )(cached_keys, grouped_queries)  # (G, W, r T)
+        heads = jnp.einsum("hmt,hmv->htv", weights, cached_values).reshape(self.num_heads, t, -1)
         if self.output_projections is not None:
             heads = jnp.einsum("hdv,htv->htd", self.output_projections, heads)
         y = heads.sum(0) if self.combine_heads == "sum" else heads.mean(0)
-        return y, (cached_keys, cached_values)
+        return self._add_output_bias(y), (cached_keys, cached_values)
 
     @property
     def token_dim(self) -> int:
@@ -448,36 +554,38 @@ class MultiHeadAttention(eqx.Module):
         fused_queries = q == n and context is None
         tokens = source.reshape(b * m, d)
         total = jnp.zeros((b, q, d), x.dtype)
-        for h in range(self.num_heads):
-            rows = [self.key_projections[h], self.value_projections[h]]
+        r = self.group_size
+        for g in range(self.num_kv_heads):
+            # One product per key-value head: its keys, its values and (when fused) the queries
+            # of the r query heads that read them.
+            group = range(g * r, (g + 1) * r)
+            rows = [self.key_projections[g], self.value_projections[g]]
             if fused_queries:
-                rows.append(self.query_projections[h])
+                rows.extend(self.query_projections[h] for h in group)
             projected = (tokens @ jnp.concatenate(rows, axis=0).T).reshape(b, m, -1)
-            keys = self.qk_activation(projected[..., :k])
+            keys = self._finish_keys(projected[..., :k], jnp.arange(m))
             values = projected[..., k : k + dv]
-            if fused_queries:
-                queries = projected[..., k + dv :]
-            else:
-                queries = x[:, :q] @ self.query_projections[h].T
-            queries = self.qk_activation(queries)
-            if self.rotary:
-                keys, queries = (
-                    rotate_pairs(keys, jnp.arange(n)),
-                    rotate_pairs(queries, jnp.arange(q)),
-                )
-            logits = jnp.einsum(
-                "bjk,bik->bji", queries, keys
-            )  # logits[b, n, n'] = q_n . k_n' = A_h[n', n] before softmax
-            if self.scaled:
-                logits = logits / math.sqrt(k)
-            if mask is not None:
-                logits = jnp.where(jnp.swapaxes(mask[..., :q], -1, -2), logits, -jnp.inf)
-            weights = jax.nn.softmax(logits, axis=-1)
-            head = jnp.einsum("bji,biv->bjv", weights, values)
-            if self.output_projections is not None:
-                head = head @ self.output_projections[h].T
-            total = total + head
-        return total if self.combine_heads == "sum" else total / self.num_heads
+            for i, h in enumerate(group):
+                if fused_queries:
+                    queries = projected[..., k + dv + i * k : k + dv + (i + 1) * k]
+                else:
+                    queries = x[:, :q] @ self.query_projections[h].T
+                bias = None if self.query_bias is None else self.query_bias[h]
+                queries = self._finish_queries(queries, jnp.arange(q), bias)
+                logits = jnp.einsum(
+                    "bjk,bik->bji", queries, keys
+                )  # logits[b, n, n'] = q_n . k_n' = A_h[n', n] before softmax
+                if self.scaled:
+                    logits = logits / math.sqrt(k)
+                if mask is not None:
+                    logits = jnp.where(jnp.swapaxes(mask[..., :q], -1, -2), logits, -jnp.inf)
+                weights = jax.nn.softmax(logits, axis=-1)
+                head = jnp.einsum("bji,biv->bjv", weights, values)
+                if self.output_projections is not None:
+                    head = head @ self.output_projections[h].T
+                total = total + head
+        total = total if self.combine_heads == "sum" else total / self.num_heads
+        return self._add_output_bias(total)
 
 
 MultiHeadSelfAttention = MultiHeadAttention
@@ -489,16 +597,19 @@ MultiHeadSelfAttention = MultiHeadAttention
 
 
 def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, ...]]:
-    """The layer's weights in the Q/K/V-concat-W_O form: ``Y = concat_h(softmax(Q_h K_hᵀ) V_h) W_O``.
+    """The layer's weights in the Q/K/V form: ``Y = concat_h(softmax(Q_h K_hᵀ) V_h) W_O``.
 
     Returns ``W_Q``, ``W_K`` (D, H K), ``W_V`` (D, H Dv) and ``W_O`` (H Dv, D), acting on tokens as
-    rows. The text's full-width ``V_h`` becomes ``W_V`` with Dv = D and ``W_O`` a stack of identities.
+    rows. The text's full-width ``V_h`` becomes ``W_V`` with Dv = D and ``W_O`` a stack of
+    identities. Grouped key-value heads are repeated, one per query head.
     """
-    h, k, d = mhsa.key_projections.shape
+    if mhsa.query_norm is not None or mhsa.query_bias is not None:
+        raise ValueError("a layer with QK-norm or biases has no plain, unbiased Q/K/V form")
+    h, k, d = mhsa.query_projections.shape
     w_q = mhsa.query_projections.reshape(h * k, d).T
-    w_k = mhsa.key_projections.reshape(h * k, d).T
+    w_k = mhsa.per_query_head(mhsa.key_projections).reshape(h * k, d).T
     dv = mhsa.value_projections.shape[1]
-    w_v = mhsa.value_projections.reshape(h * dv, d).T
+    w_v = mhsa.per_query_head(mhsa.value_projections).reshape(h * dv, d).T
     if mhsa.output_projections is None:
         w_o = jnp.tile(jnp.eye(d), (h, 1))
     else:
@@ -515,7 +626,7 @@ def qkv_attention(
     *,
     scaled: bool = True,
 ) -> Float[Array, "N D"]:
-    """Multi-head attention written the way Vaswani et al. (2017) write it (queries attend over rows)."""
+    """Multi-head attention written as Vaswani et al. (2017) write it (queries attend over rows)."""
     n = x.shape[0]
     q = (x @ weights["W_Q"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
     k = (x @ weights["W_K"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
@@ -532,12 +643,18 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
 
     Equinox always scales by 1/sqrt(K), so the layer must be ``scaled`` and not rotary.
     """
-    if not mhsa.scaled or mhsa.rotary or mhsa.qk_activation is not _identity:
+    if (
+        not mhsa.scaled
+        or mhsa.rotary
+        or mhsa.qk_activation is not _identity
+        or mhsa.query_norm is not None
+        or mhsa.query_bias is not None
+    ):
         raise ValueError(
             "only a scaled, non-rotary layer without a key/query activation maps to Equinox"
         )
     w = qkv_weights(mhsa)
-    h, k, d = mhsa.key_projections.shape
+    h, k, d = mhsa.query_projections.shape
     dv = mhsa.value_projections.shape[1]
     layer = eqx.nn.MultiheadAttention(
         num_heads=h, query_size=d, qk_size=k, vo_size=dv, output_size=d, key=jax.random.PRNGKey(0)
@@ -549,7 +666,7 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
         ("value_proj", w["W_V"]),
         ("output_proj", w["W_O"]),
     ):
-        layer = eqx.tree_at(lambda l: getattr(l, name).weight, layer, value.T)
+        layer = eqx.tree_at(lambda l, name=name: getattr(l, name).weight, layer, value.T)
     return layer
 
 

