@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test unit nbval browser execute lab bench clean
+.PHONY: book test unit nbval browser execute lab bench clean serve
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ execute: $(STAMP)
 # (Jupyter refuses to run as root unless told, as in a container.)
 lab: $(STAMP)
 	$(BIN)/jupyter lab book/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# Read the book with live code: builds it if needed, starts a Jupyter server from .venv on
+# 127.0.0.1 (fresh random token, only the book's origin allowed) and a static server for the
+# HTML, and prints the address to open (scripts/serve.py; PORT=0 picks any free port).
+PORT ?= 8000
+serve: $(STAMP)
+	@test -f _build/html/index.html || $(MAKE) book
+	$(BIN)/python scripts/serve.py --port $(PORT)
 
 # Throughput benchmark against the TensorFlow/Keras reference ViT, in its own venv
 # (TensorFlow is large and is not needed for the book or the tests).

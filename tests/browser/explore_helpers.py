@@ -1,0 +1,131 @@
+"""Drive the book's interactive figures (transformer_intro.explore) from selenium.
+
+Figures are found by their name (the myst-nb figure name passed as ``name=``):
+``point_at(driver, "fig-ch03-explore", 3)`` points at output 3 (a token, or patch 3 with 0 the
+class token), ``read_values(driver, "fig-ch03-explore")`` returns the weights the page shows for
+it over the inputs n', in input order, as floats (the value stored in the page, which it prints to
+3 decimals). ``select`` picks a layer or head, ``set_temperature`` moves the slider.
+
+In a test file under tests/browser: ``from explore_helpers import point_at, read_values`` (pytest
+puts the folder on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = [
+    "figure_root",
+    "point_at",
+    "read_labels",
+    "read_values",
+    "select",
+    "set_temperature",
+    "wait_for_figure",
+]
+
+
+def _css(name: str) -> str:
+    return f'div.ti-explore[data-explore-name="{name}"]'
+
+
+def wait_for_figure(driver, figure_name: str, timeout: float = 20.0):
+    """The figure's root element, once explore.js has turned it into a widget."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = driver.execute_script(
+            "const r = document.querySelector(arguments[0]);"
+            "if (!r) return 'missing';"
+            "if (r.getAttribute('data-explore-error')) return 'error: ' +"
+            " r.getAttribute('data-explore-error');"
+            "return r.getAttribute('data-explore-ready') ? 'ready' : 'waiting';",
+            _css(figure_name),
+        )
+        if state == "ready":
+            return figure_root(driver, figure_name)
+        if state.startswith("error") or time.monotonic() > deadline:
+            raise AssertionError(f"interactive figure {figure_name!r}: {state}")
+        time.sleep(0.05)
+
+
+def figure_root(driver, figure_name: str):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, _css(figure_name))
+
+
+def point_at(driver, figure_name: str, index: int) -> None:
+    """Move the pointer onto output ``index`` of the figure (and click it, as a reader might)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    root = wait_for_figure(driver, figure_name)
+    targets = root.find_elements(By.CSS_SELECTOR, f'.ti-out[data-index="{int(index)}"]')
+    if not targets:
+        raise IndexError(f"figure {figure_name!r} has no output {index}")
+    target = targets[0]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", target)
+    ActionChains(driver).move_to_element(target).click().perform()
+
+
+def _values(driver, figure_name: str, which: str, attribute: str) -> list:
+    root = wait_for_figure(driver, figure_name)
+    panel = {"weights": ".ti-weights", "class": ".ti-cls-weights", "next": ".ti-next"}[which]
+    return driver.execute_script(
+        "return [...arguments[0].querySelectorAll(arguments[1] + ' .ti-value')]"
+        ".map((e) => arguments[2] === 'text' ? e.textContent : e.getAttribute('data-value'));",
+        root,
+        panel,
+        attribute,
+    )
+
+
+def read_values(driver, figure_name: str, which: str = "weights") -> list[float]:
+    """The numbers the figure shows now.
+
+    Args:
+        which: ``"weights"`` (the pointed output's weights over the inputs, in input order; for an
+            image figure the class token first, then the patches), ``"class"`` (an image figure's
+            class-token panel) or ``"next"`` (next-token probabilities, most likely first).
+    """
+    values = [float(v) for v in _values(driver, figure_name, which, "data-value")]
+    shown = [float(t) for t in _values(driver, figure_name, which, "text")]
+    # the printed 3-decimal number must be the stored value, rounded
+    for value, text in zip(values, shown):
+        assert abs(value - text) <= 5.1e-4, (value, text)
+    return values
+
+
+def read_labels(driver, figure_name: str) -> list[str]:
+    """The symbols of the next-token rows, in the order shown."""
+    root = wait_for_figure(driver, figure_name)
+    return driver.execute_script(
+        "return [...arguments[0].querySelectorAll('.ti-next .ti-bar')]"
+        ".map((e) => e.querySelector('.ti-sym').textContent);",
+        root,
+    )
+
+
+def select(driver, figure_name: str, *, layer: int | None = None, head: int | str | None = None):
+    """Choose a layer and/or a head (an index, or ``"rollout"`` for an image figure)."""
+    root = wait_for_figure(driver, figure_name)
+    for cls, value in (("ti-layer", layer), ("ti-head", head)):
+        if value is None:
+            continue
+        driver.execute_script(
+            "const s = arguments[0].querySelector('select.' + arguments[1]);"
+            "s.value = arguments[2]; s.dispatchEvent(new Event('change'));",
+            root,
+            cls,
+            str(value),
+        )
+
+
+def set_temperature(driver, figure_name: str, temperature: float) -> None:
+    root = wait_for_figure(driver, figure_name)
+    driver.execute_script(
+        "const s = arguments[0].querySelector('input.ti-temp');"
+        "s.value = arguments[1]; s.dispatchEvent(new Event('input'));",
+        root,
+        str(temperature),
+    )

@@ -1,0 +1,105 @@
+"""Nothing leaves the machine: every request a page makes goes to 127.0.0.1, file:// or data:.
+
+Each page of the built book is loaded from the local server and its interactive figures are used
+(point at an output, switch head, move the temperature slider); every request Chromium sends
+meanwhile (its performance log, Network.requestWillBeSent) must stay local. The same holds for a
+chapter opened from file://, whose figure must still work. The check can fail: the same chapter
+with one added CDN script is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from explore_helpers import point_at, read_values, select, set_temperature, wait_for_figure
+from test_pages import PAGES
+
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:", "chrome:", "chrome-extension:", "devtools:")
+CHAPTER = "book/03_multi_head_attention.html"
+
+
+def non_local(urls: list[str]) -> list[str]:
+    """The URLs among ``urls`` that leave 127.0.0.1 (or file://, data:, ...)."""
+    return [
+        url
+        for url in urls
+        if not (url.startswith("http://127.0.0.1:") or url.startswith(LOCAL_SCHEMES))
+    ]
+
+
+def requests_while(driver, url: str, use_figures: bool = True) -> list[str]:
+    """Load ``url``, use its interactive figures, and return every URL the browser requested."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get_log("performance")  # forget earlier pages
+    driver.get(url)
+    WebDriverWait(driver, 60).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+    if use_figures:
+        names = driver.execute_script(
+            "return [...document.querySelectorAll('div.ti-explore')]"
+            ".map(e => e.getAttribute('data-explore-name'))"
+        )
+        for name in names:
+            wait_for_figure(driver, name)
+            point_at(driver, name, 1)
+            select(driver, name, head=0)
+            if driver.execute_script(
+                "return !!document.querySelector(arguments[0])",
+                f'div.ti-explore[data-explore-name="{name}"] input.ti-temp',
+            ):
+                set_temperature(driver, name, 0.5)
+            assert read_values(driver, name), f"{name}: no values shown"
+    time.sleep(0.5)  # late requests (fonts, lazy images)
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def test_detector_non_local():
+    assert non_local(["https://cdn.jsdelivr.net/x.js", "http://127.0.0.1:8000/a.js"]) == [
+        "https://cdn.jsdelivr.net/x.js"
+    ]
+    assert non_local(["http://localhost.evil.com/", "http://127.0.0.1.evil.com/"]) == [
+        "http://localhost.evil.com/",
+        "http://127.0.0.1.evil.com/",
+    ]
+    assert non_local(["file:///tmp/a.html", "data:,", "http://127.0.0.1:1/"]) == []
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", PAGES)
+def test_page_stays_local(page, book_server, driver):
+    urls = requests_while(driver, book_server.url + page)
+    assert urls, "the performance log recorded no request at all: is the check working?"
+    assert not non_local(urls), f"{page} requested: {non_local(urls)}"
+
+
+@pytest.mark.browser
+def test_chapter_from_file_works_offline(html_dir, driver):
+    urls = requests_while(driver, (html_dir / CHAPTER).as_uri())
+    assert urls and not non_local(urls), non_local(urls)
+    assert all(url.startswith(LOCAL_SCHEMES) for url in urls), urls
+    assert driver.execute_script("return document.querySelectorAll('div.ti-explore').length") >= 1
+
+
+@pytest.mark.browser
+def test_a_cdn_script_is_caught(html_dir, driver, serve_dir, tmp_path):
+    """The real chapter plus one CDN script: the check must report the CDN."""
+    for folder in ("_static", "_images"):
+        os.symlink(html_dir / folder, tmp_path / folder)
+    (tmp_path / "book").mkdir()
+    html = (html_dir / CHAPTER).read_text(encoding="utf8")
+    cdn = "https://cdn.jsdelivr.net/npm/left-pad@1.3.0/index.js"
+    html = html.replace("</head>", f'<script src="{cdn}"></script></head>', 1)
+    (tmp_path / CHAPTER).write_text(html, encoding="utf8")
+    with serve_dir(tmp_path) as server:
+        urls = requests_while(driver, server.url + CHAPTER)
+    assert cdn in non_local(urls), urls
