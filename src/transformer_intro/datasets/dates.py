@@ -11,14 +11,18 @@ has one, are the true weekday of the date, computed by :mod:`datetime`; the Engl
 weekday names are spelled out here rather than taken from :mod:`calendar`, whose names follow the
 machine's locale.
 
-Splits. All dates fall in :data:`YEARS` (1900-2099). Twenty of those 200 years, drawn once with
-:data:`HELD_OUT_SEED` (:data:`HELD_OUT_YEARS`), never appear in training, in any format. The
-held-out test set draws half its dates from those unseen years and half from the training years,
-leaving every test date out of training as well. The unseen years are scattered through the range
-rather than cut from one end: a character model that has never seen "207" begin a year has no
-reason to write it (years outside 1900-2099 altogether are a harder test, which the chapter runs
-separately with :func:`make_pairs`). Each example's format is drawn uniformly from :data:`FORMATS`
-with the split's own ``random.Random``, so the same seed gives the same pairs on any machine.
+Splits. All training dates fall in :data:`YEARS` (1900-2099) and are written in the
+:data:`TRAIN_FORMATS`; the four :data:`HELD_OUT_FORMATS` never appear in training. Twenty of the
+200 years, drawn once with :data:`HELD_OUT_SEED` (:data:`HELD_OUT_YEARS`), never appear in
+training either, in any format. :func:`load_test_sets` gives three held-out sets that ask
+different questions: *seen formats* (the training formats; half the dates from the unseen years,
+half from the training years), *unseen formats* (the held-out formats, same years), and *unseen
+centuries* (the training formats, years 1800-1899 and 2100-2199, :data:`UNSEEN_CENTURY_YEARS`).
+No test date of the first two sets appears in training, in any format. The unseen years are
+scattered through the range rather than cut from one end: a character model that has never seen
+"207" begin a year has no reason to write it, which is what the unseen centuries measure. Each
+example's format is drawn uniformly with the split's own ``random.Random``, so the same seed gives
+the same pairs on any machine.
 
 Tokens are characters. The source vocabulary holds every character a format can produce; the
 target vocabulary the digits and "-". Both start with the same three special symbols (padding,
@@ -62,6 +66,8 @@ YEARS = (1900, 2099)
 HELD_OUT_SEED = 2019
 HELD_OUT_YEARS = frozenset(random.Random(HELD_OUT_SEED).sample(range(YEARS[0], YEARS[1] + 1), 20))
 TRAIN_YEARS = tuple(sorted(set(range(YEARS[0], YEARS[1] + 1)) - HELD_OUT_YEARS))
+# Years of two centuries the training data never writes: the first two digits 18 and 21.
+UNSEEN_CENTURY_YEARS = tuple(range(1800, 1900)) + tuple(range(2100, 2200))
 
 # Every source is at most this many characters long (the longest format, a Wednesday in
 # September, has 29); a longer string is an error rather than a silent truncation.
@@ -107,6 +113,13 @@ FORMATS: dict[str, Callable[[datetime.date], str]] = {
     "yyyy-mm-dd": lambda d: d.isoformat(),
 }
 
+# Whole formats kept out of training, chosen to differ in kind: an abbreviation followed by a
+# full stop ("Apr. 22, 2019"), a phrase around an ordinal ("the 22nd of April 2019"), dotted digits
+# without leading zeros ("22.4.2019"), and month names in capitals ("22 APRIL 2019"). Each of their
+# parts appears in some training format except the capitals after the first letter.
+HELD_OUT_FORMATS = ("mon. day, year", "the ordinal of month year", "d.m.yyyy", "upper case")
+TRAIN_FORMATS = tuple(name for name in FORMATS if name not in HELD_OUT_FORMATS)
+
 SOURCE_VOCABULARY = Vocabulary(string.ascii_letters + string.digits + " ,./-", specials=SPECIALS)
 TARGET_VOCABULARY = Vocabulary(string.digits + "-", specials=SPECIALS)
 
@@ -118,14 +131,18 @@ def make_pairs(
     years: Iterable[int] = TRAIN_YEARS,
     exclude: Iterable[datetime.date] = (),
     formats: Iterable[str] | None = None,
+    distinct_from: Iterable[str] = (),
 ) -> list[tuple[str, str]]:
     """``count`` pairs (human-written date, ISO 8601 date) with dates drawn uniformly from the
     days of ``years``, each in a format chosen uniformly from ``formats`` (all by default).
 
-    Dates in ``exclude`` are never drawn (the training set leaves out every test date).
+    Dates in ``exclude`` are never drawn (the training set leaves out every test date). A string
+    that one of the formats ``distinct_from`` also writes for its date is drawn again: "22.10.2019"
+    is both "d.m.yyyy" and "dd.mm.yyyy", so it cannot test the first format if the second is known.
     """
     names = list(FORMATS) if formats is None else list(formats)
-    unknown = [name for name in names if name not in FORMATS]
+    others = list(distinct_from)
+    unknown = [name for name in names + others if name not in FORMATS]
     if unknown:
         raise ValueError(f"unknown date format(s) {unknown}; the formats are {list(FORMATS)}")
     years = sorted(set(years))
@@ -141,28 +158,69 @@ def make_pairs(
             days=rng.randrange(365 + calendar.isleap(year))
         )
         name = rng.choice(names)  # drawn before the rejection, so exclusions do not shift formats
-        if day not in excluded:
-            pairs.append((FORMATS[name](day), day.isoformat()))
+        text = FORMATS[name](day)
+        if day not in excluded and all(FORMATS[other](day) != text for other in others):
+            pairs.append((text, day.isoformat()))
     return pairs
 
 
-def load_splits(train_size: int, test_size: int = 2000, *, seed: int = 0) -> tuple[list, list]:
-    """Training pairs from :data:`TRAIN_YEARS`, and held-out test pairs, half of them from
-    :data:`HELD_OUT_YEARS`; no test date appears in the training pairs, in any format."""
-    unseen = make_pairs(test_size // 2, seed=2 * seed + 1, years=HELD_OUT_YEARS)
-    seen = make_pairs(test_size - test_size // 2, seed=2 * seed + 1001, years=TRAIN_YEARS)
-    test = (
+def _mixed_years(test_size: int, seed: int, **options) -> list[tuple[str, str]]:
+    """Half the pairs from the unseen years, half from the training years, interleaved."""
+    unseen = make_pairs(test_size // 2, seed=seed, years=HELD_OUT_YEARS, **options)
+    seen = make_pairs(test_size - test_size // 2, seed=seed + 1000, years=TRAIN_YEARS, **options)
+    return (
         [pair for pairs in zip(unseen, seen) for pair in pairs]
         + unseen[len(seen) :]
         + seen[len(unseen) :]
     )
-    test_dates = [datetime.date.fromisoformat(iso) for _, iso in test]
-    train = make_pairs(train_size, seed=2 * seed, years=TRAIN_YEARS, exclude=test_dates)
-    return train, test
+
+
+def load_test_sets(test_size: int = 2000, *, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
+    """Three held-out sets of ``test_size`` pairs each, keyed by what they test:
+
+    ``"seen formats"``: :data:`TRAIN_FORMATS`, half the dates in :data:`HELD_OUT_YEARS`;
+    ``"unseen formats"``: :data:`HELD_OUT_FORMATS`, half the dates in :data:`HELD_OUT_YEARS`,
+    and never a string that a training format also writes;
+    ``"unseen centuries"``: :data:`TRAIN_FORMATS`, years in :data:`UNSEEN_CENTURY_YEARS`.
+    """
+    if test_size < 1:
+        raise ValueError(f"test_size must be at least 1, got {test_size}")
+    return {
+        "seen formats": _mixed_years(test_size, 2 * seed + 1, formats=TRAIN_FORMATS),
+        "unseen formats": _mixed_years(
+            test_size, 2 * seed + 5001, formats=HELD_OUT_FORMATS, distinct_from=TRAIN_FORMATS
+        ),
+        "unseen centuries": make_pairs(
+            test_size, seed=2 * seed + 9001, years=UNSEEN_CENTURY_YEARS, formats=TRAIN_FORMATS
+        ),
+    }
+
+
+def load_splits(
+    train_size: int,
+    test_size: int = 2000,
+    *,
+    seed: int = 0,
+    formats: Iterable[str] = TRAIN_FORMATS,
+) -> tuple[list, list]:
+    """Training pairs from :data:`TRAIN_YEARS` in ``formats`` (the :data:`TRAIN_FORMATS` by
+    default), and the held-out test pairs in the seen formats (``load_test_sets(...)["seen
+    formats"]``). No date of the seen-format or unseen-format test sets appears in the training
+    pairs, in any format."""
+    tests = load_test_sets(test_size, seed=seed)
+    test_dates = [
+        datetime.date.fromisoformat(iso)
+        for name in ("seen formats", "unseen formats")
+        for _, iso in tests[name]
+    ]
+    train = make_pairs(
+        train_size, seed=2 * seed, years=TRAIN_YEARS, exclude=test_dates, formats=formats
+    )
+    return train, tests["seen formats"]
 
 
 def encode_sources(texts: Iterable[str], length: int = MAX_SOURCE_LENGTH) -> np.ndarray:
-    """Character ids of each source, padded with ``<pad>`` to ``length``: an int32 (B, length) array.
+    """Character ids of each source, padded with ``<pad>`` to ``length``: int32, (B, length).
 
     An unknown character or a string longer than ``length`` is a ValueError naming the string.
     """
