@@ -169,6 +169,9 @@ def test_live_code_runs_the_first_cells(live, driver, html_dir, screenshot_dir):
     for index, (shown, stored) in enumerate(zip(got, expected)):
         assert squash(shown) == squash(stored), (index, shown, stored)
     assert any(squash(text) for text in expected), "no stored output compared"
+    driver.execute_script(
+        "document.querySelectorAll('.thebe-run-button')[1].scrollIntoView({block: 'start'});"
+    )
     driver.save_screenshot(str(screenshot_dir / "live-ch03.png"))
 
     # the token is in no file of the built book
