@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from explore_helpers import point_at, read_values, select, set_temperature, wait_for_figure
@@ -103,3 +104,42 @@ def test_a_cdn_script_is_caught(html_dir, driver, serve_dir, tmp_path):
     with serve_dir(tmp_path) as server:
         urls = requests_while(driver, server.url + CHAPTER)
     assert cdn in non_local(urls), urls
+
+
+@pytest.mark.browser
+def test_no_launch_links_by_default(html_dir):
+    for page in PAGES:
+        html = (html_dir / page).read_text(encoding="utf8")
+        for service in ("mybinder.org", "colab.research.google.com"):
+            assert service not in html, f"{page} links {service} although repository.url is empty"
+
+
+@pytest.mark.browser
+def test_launch_buttons_once_published(tmp_path):
+    """With repository.url set, a chapter links its notebook on Binder and Colab."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load((repo / "_config.yml").read_text(encoding="utf8"))
+    assert config["repository"]["url"] == "", "the default must stay off"
+    config["repository"]["url"] = "https://github.com/OWNER/REPO"
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config), encoding="utf8")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/01_tokens\n", encoding="utf8")
+    for folder in ("_interactive", "_mathjax", "scripts"):
+        os.symlink(repo / folder, tmp_path / folder)
+    shutil.copy(repo / "references.bib", tmp_path)
+    (tmp_path / "book").mkdir()
+    shutil.copy(repo / "book" / "01_tokens.ipynb", tmp_path / "book")
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run(
+        [str(jupyter_book), "build", str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = (tmp_path / "_build" / "html" / "book" / "01_tokens.html").read_text(encoding="utf8")
+    notebook = "OWNER/REPO/main"
+    assert f"https://mybinder.org/v2/gh/{notebook}?urlpath=lab/tree/book/01_tokens.ipynb" in html
+    assert "colab.research.google.com/github/OWNER/REPO/blob/main/book/01_tokens.ipynb" in html
