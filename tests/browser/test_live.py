@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_offline import non_local
 
 REPO = Path(__file__).resolve().parents[2]
 CHAPTER = "book/03_multi_head_attention"
@@ -132,6 +133,7 @@ def wait_for(driver, script: str, timeout: float, *args):
 def test_live_code_runs_the_first_cells(live, driver, html_dir, screenshot_dir):
     from selenium.webdriver.common.by import By
 
+    driver.get_log("performance")  # forget earlier pages
     driver.get(live.address(PAGE))
     wait_for(driver, "return document.readyState === 'complete'", 60)
     assert live.token not in driver.current_url, "the token must leave the address bar"
@@ -169,6 +171,17 @@ def test_live_code_runs_the_first_cells(live, driver, html_dir, screenshot_dir):
     for index, (shown, stored) in enumerate(zip(got, expected)):
         assert squash(shown) == squash(stored), (index, shown, stored)
     assert any(squash(text) for text in expected), "no stored output compared"
+    # live code too fetched nothing from outside 127.0.0.1 (Thebe's chunks, its CSS, the API)
+    requested = [
+        json.loads(entry["message"])["message"]["params"]["request"]["url"]
+        for entry in driver.get_log("performance")
+        if json.loads(entry["message"])["message"].get("method") == "Network.requestWillBeSent"
+    ]
+    assert any("/_static/thebe/index.js" in url for url in requested), requested
+    assert not non_local(requested), non_local(requested)
+    driver.execute_script(
+        "document.querySelectorAll('.thebe-run-button')[1].scrollIntoView({block: 'start'});"
+    )
     driver.save_screenshot(str(screenshot_dir / "live-ch03.png"))
 
     # the token is in no file of the built book

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 from explore_helpers import point_at, read_values, select, set_temperature, wait_for_figure
 from test_pages import PAGES
@@ -103,3 +105,101 @@ def test_a_cdn_script_is_caught(html_dir, driver, serve_dir, tmp_path):
     with serve_dir(tmp_path) as server:
         urls = requests_while(driver, server.url + CHAPTER)
     assert cdn in non_local(urls), urls
+
+
+@pytest.mark.browser
+def test_no_launch_links_by_default(html_dir):
+    for page in PAGES:
+        html = (html_dir / page).read_text(encoding="utf8")
+        for service in ("mybinder.org", "colab.research.google.com"):
+            assert service not in html, f"{page} links {service} although repository.url is empty"
+
+
+@pytest.mark.browser
+def test_launch_buttons_once_published(tmp_path):
+    """With repository.url set, a chapter links its notebook on Binder and Colab."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load((repo / "_config.yml").read_text(encoding="utf8"))
+    assert config["repository"]["url"] == "", "the default must stay off"
+    config["repository"]["url"] = "https://github.com/OWNER/REPO"
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config), encoding="utf8")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/01_tokens\n", encoding="utf8")
+    for folder in ("_interactive", "_mathjax", "scripts"):
+        os.symlink(repo / folder, tmp_path / folder)
+    shutil.copy(repo / "references.bib", tmp_path)
+    (tmp_path / "book").mkdir()
+    shutil.copy(repo / "book" / "01_tokens.ipynb", tmp_path / "book")
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run(
+        [str(jupyter_book), "build", str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = (tmp_path / "_build" / "html" / "book" / "01_tokens.html").read_text(encoding="utf8")
+    notebook = "OWNER/REPO/main"
+    assert f"https://mybinder.org/v2/gh/{notebook}?urlpath=lab/tree/book/01_tokens.ipynb" in html
+    assert "colab.research.google.com/github/OWNER/REPO/blob/main/book/01_tokens.ipynb" in html
+
+
+def _softmax_columns(scores):
+    e = np.exp(scores - scores.max(axis=-2, keepdims=True))
+    return e / e.sum(axis=-2, keepdims=True)
+
+
+@pytest.mark.browser
+def test_generated_figures_from_file(html_dir, driver, tmp_path):
+    """Both kinds of figure, written by transformer_intro.explore, work from file:// alone.
+
+    Token figure: weights per layer and head, and the next-token softmax at a temperature,
+    recomputed here. Image figure: a patch's column, the class token's, and the rollout.
+    """
+    from transformer_intro.explore import image_attention_figure, token_attention_figure
+
+    rng = np.random.default_rng(0)
+    A = _softmax_columns(3 * rng.normal(size=(2, 3, 6, 5)))  # L=2, H=3, N_in=6, N_out=5
+    logits = 2 * rng.normal(size=(5, 7))
+    tokens = token_attention_figure(
+        list("abcdef"),
+        list("vwxyz"),
+        A,
+        next_token={"logits": logits, "vocabulary": list("ABCDEFG")},
+        name="fig-test-tokens",
+    )
+    B = _softmax_columns(rng.normal(size=(2, 2, 17, 17)))  # 4x4 patches + class token
+    R = _softmax_columns(rng.normal(size=(17, 17)))
+    image = image_attention_figure(rng.uniform(size=(16, 16)), 4, B, rollout=R, name="fig-test-img")
+    static = html_dir / "_static"
+    page = tmp_path / "figures.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8">'
+        f'<link rel="stylesheet" href="{(static / "explore.css").as_uri()}">'
+        f'<script src="{(static / "explore.js").as_uri()}"></script></head>'
+        f"<body>{tokens.to_html()}{image.to_html()}</body></html>",
+        encoding="utf8",
+    )
+    driver.get(page.as_uri())
+
+    def close(shown, expected):
+        return len(shown) == len(expected) and np.allclose(shown, expected, atol=5e-4)
+
+    select(driver, "fig-test-tokens", layer=1, head=2)
+    point_at(driver, "fig-test-tokens", 3)
+    shown = read_values(driver, "fig-test-tokens")
+    assert close(shown, A[1, 2, :, 3]) and not close(shown, A[1, 2, :, 2])
+    set_temperature(driver, "fig-test-tokens", 0.5)
+    p = np.exp(logits[3] / 0.5 - (logits[3] / 0.5).max())
+    p /= p.sum()
+    assert close(read_values(driver, "fig-test-tokens", "next"), np.sort(p)[::-1])
+
+    point_at(driver, "fig-test-img", 6)  # patch 6: row 2, column 2
+    select(driver, "fig-test-img", layer=0, head=1)
+    shown = read_values(driver, "fig-test-img")
+    assert close(shown, B[0, 1, :, 6]) and not close(shown, B[0, 1, :, 7])
+    assert close(read_values(driver, "fig-test-img", "class"), B[0, 1, :, 0])
+    select(driver, "fig-test-img", head="rollout")
+    assert close(read_values(driver, "fig-test-img"), R[:, 6])
