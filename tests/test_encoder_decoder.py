@@ -10,7 +10,17 @@ import numpy as np
 import pytest
 
 from transformer_intro.datasets import dates
-from transformer_intro.encoder_decoder import DecoderLayer, EncoderDecoder, sequence_loss
+from transformer_intro.models.encoder_decoder import DecoderLayer, EncoderDecoder
+from transformer_intro.tasks import SequenceToSequence
+
+
+def sequence_loss(model, sources, target_inputs, targets):
+    """The task's teacher-forced loss and per-token accuracy on one batch."""
+    task = SequenceToSequence((sources, target_inputs, targets), start_id=dates.START_ID)
+    batch = {"sources": sources, "target_inputs": target_inputs, "targets": targets}
+    loss, metrics = task.loss(model, batch)
+    return loss, metrics["accuracy"]
+
 
 SOURCES = ["Monday 22 April 2019", "4/22/2019", "the 3rd of May 1901", "22.04.2019"]
 ISOS = ["2019-04-22", "2019-04-22", "1901-05-03", "2019-04-22"]
@@ -34,7 +44,8 @@ def small_model(max_source_length=dates.MAX_SOURCE_LENGTH + 8, seed=0):
 def unmasked(model):
     """The same weights with the padding id set to one no token has: every mask lets padding through."""
     leaky = copy.copy(model)
-    object.__setattr__(leaky, "pad_id", -1)  # a static field, which eqx.tree_at cannot replace
+    # The configuration is a static field, which eqx.tree_at cannot replace.
+    object.__setattr__(leaky, "config", model.config.replace(pad_id=-1))
     return leaky
 
 
@@ -124,7 +135,7 @@ def test_a_decoder_layer_without_the_causal_mask_is_not_causal():
     memory = jax.random.normal(jax.random.PRNGKey(5), (5, 8))
     real = jnp.ones(5, dtype=bool)
     changed = y.at[4].set(jax.random.normal(jax.random.PRNGKey(6), (8,)))
-    bidirectional = lambda y: y + layer.self_attention(layer.self_attention_norm(y))
+    bidirectional = lambda y: layer.block.attention_residual(y)  # no mask
     assert np.abs(np.asarray(bidirectional(changed)[:4] - bidirectional(y)[:4])).max() > 1e-4
     np.testing.assert_array_equal(layer(changed, memory, real)[:4], layer(y, memory, real)[:4])
 

@@ -20,13 +20,22 @@ from .attention import (
     to_equinox,
 )
 from .block import TransformerBlock
-from .encoder_decoder import DecoderLayer, EncoderDecoder
-from .language_model import LanguageModel, LMConfig
 from .mlp import MLP
+from .models import (
+    CONFIGS,
+    DecoderLayer,
+    EncoderDecoder,
+    EncoderDecoderConfig,
+    LanguageModel,
+    LMConfig,
+    VisionTransformer,
+    ViTConfig,
+    count_parameters,
+    get_config,
+)
 from .normalisation import LayerNorm
 from .positions import PositionEmbedding, rotate_pairs, sinusoidal_embeddings
 from .tokenisers import ContinuousTokeniser, DiscreteTokeniser, PatchTokeniser, Vocabulary, patchify
-from .vit import CONFIGS, VisionTransformer, ViTConfig, count_parameters, get_config
 
 __all__ = [
     "MultiHeadAttention",
@@ -45,6 +54,7 @@ __all__ = [
     "TransformerBlock",
     "DecoderLayer",
     "EncoderDecoder",
+    "EncoderDecoderConfig",
     "LanguageModel",
     "LMConfig",
     "MLP",

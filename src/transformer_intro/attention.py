@@ -39,9 +39,19 @@ def causal_mask(num_tokens: int) -> Bool[Array, "N N"]:
     return jnp.tril(jnp.ones((num_tokens, num_tokens), dtype=bool)).T
 
 
-def padding_mask(is_real: Bool[Array, " N"]) -> Bool[Array, "N N"]:
-    """A mask that lets every output attend to the real (non-padding) inputs only."""
-    return jnp.broadcast_to(is_real[:, None], (is_real.shape[0], is_real.shape[0]))
+def padding_mask(is_real: Bool[Array, " M"], num_outputs: int | None = None) -> Bool[Array, "M N"]:
+    """A mask that lets every output attend to the real (non-padding) inputs only.
+
+    Args:
+        is_real: which of the M inputs are real tokens (True) rather than padding.
+        num_outputs: N, the number of outputs that read them; defaults to M (self-attention).
+            Cross-attention passes the number of target tokens.
+
+    Returns:
+        ``mask[m, n] = is_real[m]``, shape (M, N).
+    """
+    num_outputs = is_real.shape[0] if num_outputs is None else num_outputs
+    return jnp.broadcast_to(is_real[:, None], (is_real.shape[0], num_outputs))
 
 
 def attention_weights(

@@ -14,6 +14,8 @@ from .attention import MultiHeadSelfAttention
 from .mlp import MLP
 from .normalisation import LayerNorm
 
+__all__ = ["Residual", "TransformerBlock"]
+
 Residual = Literal["input", "normalised"]
 
 
@@ -63,12 +65,21 @@ class TransformerBlock(eqx.Module):
         )
         self.residual = residual
 
+    def attention_residual(
+        self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
+    ) -> Float[Array, "N D"]:
+        """The first sub-layer, ``Y = X + MHSA(LayerNorm(X))``, on one sequence."""
+        x_bar = jax.vmap(self.attention_norm)(x)
+        return (x if self.residual == "input" else x_bar) + self.attention(x_bar, mask)
+
+    def mlp_residual(self, y: Float[Array, "N D"]) -> Float[Array, "N D"]:
+        """The second sub-layer, ``X' = Y + MLP(LayerNorm(Y))``, token by token."""
+        return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y))
+
     def __call__(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
     ) -> Float[Array, "N D"]:
-        x_bar = jax.vmap(self.attention_norm)(x)
-        y = (x if self.residual == "input" else x_bar) + self.attention(x_bar, mask)
-        return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y))
+        return self.mlp_residual(self.attention_residual(x, mask))
 
     def batched(
         self,
@@ -82,9 +93,24 @@ class TransformerBlock(eqx.Module):
         ``num_outputs=Q`` returns only the first Q output tokens, and does only their work: the
         MLP and LayerNorms act token by token, so the other tokens matter only as keys and values.
         """
+        return self.mlp_residual_batched(
+            self.attention_residual_batched(x, mask, num_outputs=num_outputs)
+        )
+
+    def attention_residual_batched(
+        self,
+        x: Float[Array, "B N D"],
+        mask: Bool[Array, "N N"] | None = None,
+        *,
+        num_outputs: int | None = None,
+    ) -> Float[Array, "B Q D"]:
+        """:meth:`attention_residual` on a batch, through the attention's fast batched path."""
         x_bar = self.attention_norm(x)
         attended = self.attention.batched(x_bar, mask, num_outputs=num_outputs)
-        y = (x if self.residual == "input" else x_bar)[:, : attended.shape[1]] + attended
+        return (x if self.residual == "input" else x_bar)[:, : attended.shape[1]] + attended
+
+    def mlp_residual_batched(self, y: Float[Array, "B N D"]) -> Float[Array, "B N D"]:
+        """:meth:`mlp_residual` on a batch, through the MLP's fast batched path."""
         return y + self.mlp.batched(self.mlp_norm(y))
 
     def empty_cache(self, window: int, dtype=jax.numpy.float32):
@@ -100,4 +126,4 @@ class TransformerBlock(eqx.Module):
         x_bar = jax.vmap(self.attention_norm)(x)
         attended, cache = self.attention.extend(x_bar, cache, start)
         y = (x if self.residual == "input" else x_bar) + attended
-        return y + jax.vmap(self.mlp)(jax.vmap(self.mlp_norm)(y)), cache
+        return self.mlp_residual(y), cache

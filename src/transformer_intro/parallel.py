@@ -10,20 +10,22 @@ inserts the collectives. This module adds only what the book's models need on to
 * three sets of rules: data parallel (:func:`data_parallel_rules`, everything replicated),
   tensor parallel (:data:`TENSOR_PARALLEL_RULES`, Megatron-style, Shoeybi et al. 2019) and fully
   sharded data parallel (:func:`fully_sharded_rules`, ZeRO-3 style, Rajbhandari et al. 2020);
-* :func:`train_sharded`, the train loop of ``train.optimizer_step`` with the batch split over
-  ``data`` and the parameters and optimiser state kept where the rules put them;
+* :class:`Placement`, where a model, its optimiser state and each batch live on a mesh, which
+  ``training.fit(..., mesh=mesh, rules=...)`` applies at every step (placement is a mode of the one
+  training loop, not a loop of its own);
 * :func:`shard_map_gradients`, a data-parallel gradient written per device with ``jax.shard_map``
-  and an explicit ``jax.lax.pmean``, and the classic mistake beside it.
+  and an explicit ``jax.lax.pmean``, the classic mistake beside it, and :func:`shard_map_step`.
 
-Run as ``python -m transformer_intro.parallel --num-processes 2 --process-id i --port p --out f``
-it is one process of a multi-process data-parallel run on CPU devices (see :func:`_main`).
+This module knows no model: a loss is any ``loss(model, batch) -> (scalar, metrics)``, such as a
+task's ``loss``. ``python -m transformer_intro.training.distributed`` runs one process of a
+multi-process data-parallel run.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -32,17 +34,29 @@ import optax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .train import TrainConfig, apply_gradients, loss_and_accuracy, make_optimizer
-from .vit import VisionTransformer, ViTConfig
+__all__ = [
+    "DATA",
+    "MODEL",
+    "Placement",
+    "Rule",
+    "TENSOR_PARALLEL_RULES",
+    "TENSOR_PARALLEL_TABLE",
+    "data_parallel_rules",
+    "fully_sharded_rules",
+    "make_mesh",
+    "path_name",
+    "rules_from_table",
+    "shard_batch",
+    "shard_map_gradients",
+    "shard_map_step",
+    "shard_params",
+    "shard_tree",
+    "tree_shardings",
+]
 
 Rule = Callable[[str, tuple[int, ...], Mesh], P]
 
 DATA, MODEL = "data", "model"
-
-# A quick model for tests and demonstrations: the book's ViT layout at half the width, 2 blocks.
-SMALL_VIT = ViTConfig(
-    patch_size=7, dim=32, num_heads=4, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=64
-)
 
 
 def make_mesh(data: int, model: int = 1, *, devices: Sequence[jax.Device] | None = None) -> Mesh:
@@ -164,10 +178,9 @@ def shard_params(model: eqx.Module, mesh: Mesh, rule: Rule = data_parallel_rules
     return shard_tree(model, mesh, rule)
 
 
-def shard_batch(
-    mesh: Mesh, *arrays: np.ndarray, process_local: bool = False
-) -> tuple[jax.Array, ...]:
-    """Split each array's leading (batch) axis over the mesh's ``data`` axis.
+def shard_batch(mesh: Mesh, batch, *, process_local: bool = False):
+    """Split every array of ``batch`` (any pytree) along its leading (batch) axis over the mesh's
+    ``data`` axis.
 
     With several processes each one passes ``process_local=True`` and only its own consecutive
     slice of the global batch; ``jax.make_array_from_process_local_data`` assembles the global
@@ -178,86 +191,77 @@ def shard_batch(
             f"the mesh has no {DATA!r} axis to split the batch over; its axes are {tuple(mesh.shape)}"
         )
     sharding = NamedSharding(mesh, P(DATA))
-    size = mesh.shape[DATA]
-    out = []
-    for array in arrays:
-        batch = len(array) * (jax.process_count() if process_local else 1)
-        if batch % size:
-            raise ValueError(
-                f"a batch of {batch} examples does not split evenly over the {size} devices of "
-                f"the {DATA!r} axis; use a batch size that is a multiple of {size}"
-            )
+
+    def split(array):
+        _check_batch_size(len(array) * (jax.process_count() if process_local else 1), mesh)
         if process_local:
-            out.append(jax.make_array_from_process_local_data(sharding, np.asarray(array)))
-        else:
-            out.append(jax.device_put(array, sharding))
-    return tuple(out)
+            return jax.make_array_from_process_local_data(sharding, np.asarray(array))
+        return jax.device_put(array, sharding)
+
+    return jax.tree_util.tree_map(split, batch)
 
 
-# ---------------------------------------------------------------------------------------------
-# The sharded train step
-# ---------------------------------------------------------------------------------------------
-
-
-@eqx.filter_jit
-def sharded_gradients(model, loss_fn: Callable, *batch):
-    """Loss, aux and gradients of ``loss_fn(model, *batch)``; jit partitions it as the inputs are
-    placed, so on sharded inputs this is the data- / tensor- / fully-sharded gradient."""
-    (loss, aux), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(model, *batch)
-    return loss, aux, grads
-
-
-@eqx.filter_jit
-def sharded_step(model, opt_state, optimizer, loss_fn: Callable, shardings, *batch):
-    """``train.optimizer_step`` that keeps the model and optimiser state where ``shardings`` (a
-    pair of :func:`tree_shardings` trees) puts them. With every input on one device, or on a
-    one-device mesh, it is the same computation as the single-device step."""
-    loss, aux, grads = sharded_gradients(model, loss_fn, *batch)
-    model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
-    model_shardings, opt_shardings = shardings
-    return _place(model, model_shardings, True), _place(opt_state, opt_shardings, True), loss, aux
-
-
-def init_sharded(
-    model, optimizer: optax.GradientTransformation, mesh: Mesh, rule: Rule = data_parallel_rules
-):
-    """The model placed by ``rule``, its optimiser state placed by the same rule, and both trees of
-    shardings (for :func:`sharded_step`)."""
-    model_shardings = tree_shardings(model, mesh, rule)
-    model = _place(model, model_shardings, inside_jit=False)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    opt_shardings = tree_shardings(opt_state, mesh, rule)
-    return (
-        model,
-        _place(opt_state, opt_shardings, inside_jit=False),
-        (model_shardings, opt_shardings),
-    )
-
-
-def train_sharded(
-    model,
-    batches: Iterable[tuple[np.ndarray, ...]],
-    optimizer: optax.GradientTransformation,
-    mesh: Mesh,
-    rule: Rule = data_parallel_rules,
-    *,
-    loss_fn: Callable = loss_and_accuracy,
-    process_local: bool = False,
-):
-    """Train on ``batches`` (tuples of arrays with the batch axis first, e.g. images and labels)
-    with the batch split over ``data`` and the parameters and optimiser state placed by ``rule``.
-
-    Returns the trained model, the optimiser state and the list of losses.
-    """
-    model, opt_state, shardings = init_sharded(model, optimizer, mesh, rule)
-    losses = []
-    for batch in batches:
-        batch = shard_batch(mesh, *batch, process_local=process_local)
-        model, opt_state, loss, _ = sharded_step(
-            model, opt_state, optimizer, loss_fn, shardings, *batch
+def _check_batch_size(batch_size: int, mesh: Mesh) -> None:
+    size = mesh.shape[DATA]
+    if batch_size % size:
+        raise ValueError(
+            f"a batch of {batch_size} examples does not split evenly over the {size} devices of "
+            f"the {DATA!r} axis; use a batch size that is a multiple of {size}"
         )
-        losses.append(loss)
-    return model, opt_state, losses
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement: where the model, the optimiser state and each batch live
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Shardings for a training run on ``mesh``: the model's and the optimiser state's, from one
+    rule, and each batch's, split along its first axis over ``data``.
+
+    ``training.fit`` places the model and optimiser state once (:meth:`put`) and constrains them
+    and every batch inside the compiled step (:meth:`constrain`); ``jit`` partitions the step to
+    match and inserts the collectives. On a one-device mesh it is the single-device computation.
+    """
+
+    mesh: Mesh
+    model: object
+    opt_state: object
+
+    @classmethod
+    def create(cls, mesh: Mesh, model, opt_state, rule: Rule = data_parallel_rules) -> Placement:
+        if DATA not in mesh.shape:
+            raise ValueError(
+                f"the mesh has no {DATA!r} axis to split the batch over; its axes are "
+                f"{tuple(mesh.shape)}"
+            )
+        return cls(mesh, tree_shardings(model, mesh, rule), tree_shardings(opt_state, mesh, rule))
+
+    def put(self, model, opt_state, data=None):
+        """The model and optimiser state placed by the rule; ``data`` (a task, say) replicated."""
+        replicated = NamedSharding(self.mesh, P())
+        data = jax.tree_util.tree_map(
+            lambda x: jax.device_put(x, replicated) if eqx.is_array(x) else x, data
+        )
+        return (
+            _place(model, self.model, inside_jit=False),
+            _place(opt_state, self.opt_state, inside_jit=False),
+            data,
+        )
+
+    def check_batch_size(self, batch_size: int) -> None:
+        _check_batch_size(batch_size, self.mesh)
+
+    def constrain(self, model=None, opt_state=None, batch=None):
+        """Inside a compiled step: keep each given tree where this placement puts it."""
+        split = NamedSharding(self.mesh, P(DATA))
+        batch = jax.tree_util.tree_map(lambda x: jax.lax.with_sharding_constraint(x, split), batch)
+        return (
+            None if model is None else _place(model, self.model, inside_jit=True),
+            None if opt_state is None else _place(opt_state, self.opt_state, inside_jit=True),
+            batch,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,15 +271,13 @@ def train_sharded(
 
 @eqx.filter_jit
 def shard_map_gradients(
-    model,
-    mesh: Mesh,
-    *batch,
-    loss_fn: Callable = loss_and_accuracy,
-    mark_varying: bool = True,
-    reduce: bool = True,
+    model, mesh: Mesh, batch, *, loss: Callable, mark_varying: bool = True, reduce: bool = True
 ):
     """The data-parallel gradient as each device computes it: its own slice of the batch, its
     own gradient, then the mean over ``data`` with ``jax.lax.pmean``. Returns (loss, gradients).
+
+    ``batch`` is any pytree of arrays whose first axis is the batch; ``loss(model, batch)``
+    returns ``(scalar, metrics)``, as a task's ``loss`` does.
 
     ``jax.shard_map`` tracks which values differ from device to device. The parameters come in
     replicated, the same on every device, so their gradient must be too, and JAX sums the
@@ -284,104 +286,34 @@ def shard_map_gradients(
     each device gets its own local gradient and the explicit ``pmean`` does the averaging.
 
     Two mistakes for the book to show: ``mark_varying=False`` averages gradients that are already
-    summed, giving N times the gradient; ``reduce=False`` forgets the reduction and returns each
+    summed, giving G times the gradient; ``reduce=False`` forgets the reduction and returns each
     device's local gradient, stacked along a new leading axis.
     """
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
-    def per_device(params, *local_batch):
+    def per_device(params, local_batch):
         if mark_varying:
             params = jax.lax.pcast(params, DATA, to="varying")
-        (loss, _), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(
-            eqx.combine(params, static), *local_batch
+        (value, _), grads = eqx.filter_value_and_grad(loss, has_aux=True)(
+            eqx.combine(params, static), local_batch
         )
         if not reduce:
-            return loss[None], jax.tree_util.tree_map(lambda g: g[None], grads)
-        return jax.lax.pmean(loss, DATA), jax.lax.pmean(grads, DATA)
+            return value[None], jax.tree_util.tree_map(lambda g: g[None], grads)
+        return jax.lax.pmean(value, DATA), jax.lax.pmean(grads, DATA)
 
     out_spec = P() if reduce else P(DATA)
     fn = jax.shard_map(
-        per_device,
-        mesh=mesh,
-        in_specs=(P(),) + (P(DATA),) * len(batch),
-        out_specs=(out_spec, out_spec),
+        per_device, mesh=mesh, in_specs=(P(), P(DATA)), out_specs=(out_spec, out_spec)
     )
-    return fn(params, *batch)
+    return fn(params, batch)
 
 
 @eqx.filter_jit
 def shard_map_step(
-    model, opt_state, optimizer, mesh: Mesh, *batch, loss_fn: Callable = loss_and_accuracy
+    model, opt_state, batch, *, loss: Callable, optimiser: optax.GradientTransformation, mesh: Mesh
 ):
-    """One data-parallel optimiser step with the gradient of :func:`shard_map_gradients`."""
-    loss, grads = shard_map_gradients(model, mesh, *batch, loss_fn=loss_fn)
-    model, opt_state = apply_gradients(model, opt_state, grads, optimizer)
-    return model, opt_state, loss
-
-
-# ---------------------------------------------------------------------------------------------
-# One process of a multi-process run (python -m transformer_intro.parallel ...)
-# ---------------------------------------------------------------------------------------------
-
-
-def synthetic_batches(num_steps: int, batch_size: int, *, seed: int = 0, image_size: int = 28):
-    """Random uint8 images and labels: the same global batches in every process."""
-    rng = np.random.default_rng(seed)
-    return [
-        (
-            rng.integers(0, 256, (batch_size, image_size, image_size), dtype=np.uint8),
-            rng.integers(0, 10, batch_size).astype(np.int32),
-        )
-        for _ in range(num_steps)
-    ]
-
-
-def _main(argv: Sequence[str] | None = None) -> None:
-    """Data-parallel training of a small ViT over every device of every process; process 0
-    writes the losses and the final parameters to ``--out`` (an .npz file)."""
-    parser = argparse.ArgumentParser(description=_main.__doc__)
-    parser.add_argument("--num-processes", type=int, default=1)
-    parser.add_argument("--process-id", type=int, default=0)
-    parser.add_argument("--devices-per-process", type=int, default=2)
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    jax.config.update("jax_num_cpu_devices", args.devices_per_process)
-    if args.num_processes > 1:
-        jax.distributed.initialize(
-            coordinator_address=f"127.0.0.1:{args.port}",
-            num_processes=args.num_processes,
-            process_id=args.process_id,
-            initialization_timeout=60,
-        )
-    model = VisionTransformer(SMALL_VIT, key=jax.random.PRNGKey(0))
-    optimizer = make_optimizer(TrainConfig(learning_rate=1e-3, schedule="constant"), args.steps)
-    mesh = make_mesh(len(jax.devices()))
-    local = args.batch_size // args.num_processes
-    batches = [
-        tuple(a[args.process_id * local : (args.process_id + 1) * local] for a in batch)
-        for batch in synthetic_batches(args.steps, args.batch_size)
-    ]
-    trained, _, losses = train_sharded(model, batches, optimizer, mesh, process_local=True)
-    # Replicated arrays: this process's first shard is the whole value.
-    leaves = jax.tree_util.tree_leaves(eqx.filter(trained, eqx.is_inexact_array))
-    arrays = {f"param_{i}": np.asarray(x.addressable_data(0)) for i, x in enumerate(leaves)}
-    arrays["losses"] = np.array([float(l.addressable_data(0)) for l in losses])
-    if args.num_processes == 1:
-        # For a negative control: what process 0 of two would reach on its half of each batch alone.
-        halves = [tuple(a[: local // 2] for a in batch) for batch in batches]
-        half, _, _ = train_sharded(model, halves, optimizer, mesh, process_local=True)
-        leaves = jax.tree_util.tree_leaves(eqx.filter(half, eqx.is_inexact_array))
-        arrays.update(
-            {f"half_param_{i}": np.asarray(x.addressable_data(0)) for i, x in enumerate(leaves)}
-        )
-    if jax.process_index() == 0:
-        np.savez(args.out, devices=len(jax.devices()), **arrays)
-    if args.num_processes > 1:
-        jax.distributed.shutdown()
-
-
-if __name__ == "__main__":
-    _main()
+    """One data-parallel optimiser step with the gradient of :func:`shard_map_gradients`;
+    returns ``(model, opt_state, loss)``."""
+    value, grads = shard_map_gradients(model, mesh, batch, loss=loss)
+    updates, opt_state = optimiser.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
+    return eqx.apply_updates(model, updates), opt_state, value

@@ -24,6 +24,8 @@ from jaxtyping import Array, Float
 
 from ..attention import attend, attention_weights
 
+__all__ = ["fast_weight_memory", "kv_cache_attention", "online_softmax_attention"]
+
 
 def kv_cache_attention(
     keys: Float[Array, "N K"], queries: Float[Array, "N K"], values: Float[Array, "N Dv"]

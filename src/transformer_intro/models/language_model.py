@@ -7,7 +7,7 @@ once, and the product of the predictions is the probability of the whole window.
 
 Generation appends one sampled symbol at a time. :func:`generate` keeps every block's keys and
 values in a preallocated cache (:meth:`MultiHeadAttention.extend`), so each new symbol costs one
-token's work; :func:`generate_without_cache` recomputes the whole window for every symbol.
+token's work; ``generate(..., cache=False)`` recomputes the whole window for every symbol.
 """
 
 from __future__ import annotations
@@ -22,16 +22,24 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
-from tqdm import tqdm
 
-from .attention import causal_mask
-from .block import TransformerBlock
-from .normalisation import LayerNorm
-from .positions import PositionEmbedding
-from .tokenisers import DiscreteTokeniser, Vocabulary
-from .train import optimizer_step
+from ..attention import causal_mask
+from ..block import TransformerBlock
+from ..normalisation import LayerNorm
+from ..positions import PositionEmbedding
+from ..tokenisers import DiscreteTokeniser, Vocabulary
+
+__all__ = [
+    "LMConfig",
+    "LanguageModel",
+    "SHAKESPEARE_CONFIG",
+    "cached_logits",
+    "complete",
+    "generate",
+    "sample_symbol",
+    "time_generation",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,187 +189,11 @@ class LanguageModel(eqx.Module):
         return self.readout(x), tuple(new_cache)
 
 
-# ---------------------------------------------------------------------------------------------
-# Data: windows of text, targets shifted by one
-# ---------------------------------------------------------------------------------------------
-
-
-def inputs_and_targets(windows: Int[Array, "B N+1"]) -> tuple[Int[Array, "B N"], Int[Array, "B N"]]:
-    """A window of N + 1 symbols gives N inputs and, at each position, the symbol that follows."""
-    return windows[:, :-1], windows[:, 1:]
-
-
-def random_windows(
-    ids: Int[Array, " L"], key: PRNGKeyArray, batch_size: int, length: int
-) -> Int[Array, "B length"]:
-    """``batch_size`` windows of ``length`` consecutive symbols at uniformly random places."""
-    starts = jax.random.randint(key, (batch_size,), 0, ids.shape[0] - length + 1)
-    return jax.vmap(lambda s: jax.lax.dynamic_slice_in_dim(ids, s, length))(starts)
-
-
-def evaluation_windows(ids: np.ndarray, count: int, length: int) -> np.ndarray:
-    """``count`` windows of ``length`` symbols evenly spread over a text: a fixed evaluation set."""
-    if ids.shape[0] < length:
-        raise ValueError(f"a text of {ids.shape[0]} symbols is shorter than one window of {length}")
-    starts = np.linspace(0, ids.shape[0] - length, count).astype(np.int64)
-    return np.stack([ids[s : s + length] for s in starts])
-
-
-def next_symbol_loss(model: LanguageModel, windows: Int[Array, "B N+1"]) -> tuple[Array, Array]:
-    """Mean cross-entropy of the next symbol, in nats per symbol (and the same as aux)."""
-    inputs, targets = inputs_and_targets(windows)
-    logits = model.batched(inputs)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
-    return loss, loss
-
-
-def bits(nats: float) -> float:
-    """A loss in nats per symbol as bits per symbol."""
-    return nats / math.log(2)
-
-
-@eqx.filter_jit
-def evaluate_loss(model: LanguageModel, windows: Int[Array, "B N+1"], chunk: int = 128) -> Array:
-    """Mean next-symbol loss in nats over a fixed set of windows, evaluated in chunks."""
-    count = windows.shape[0] // chunk * chunk
-    chunks = windows[:count].reshape(-1, chunk, windows.shape[1])
-    losses = jax.lax.map(lambda w: next_symbol_loss(model, w)[0], chunks)
-    return losses.mean()
-
-
-# ---------------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class LMRecipe:
-    """How the language model is trained: AdamW, linear warm-up, cosine decay to a fixed step."""
-
-    steps: int = 2000
-    batch_size: int = 32
-    learning_rate: float = 2e-3
-    warmup_steps: int = 100
-    final_learning_rate: float = 1e-4
-    weight_decay: float = 0.1
-    clip_norm: float = 1.0
-    steps_per_call: int = 25  # steps run in one jitted lax.scan between progress updates
-    seed: int = 0
-
-    def optimizer(self) -> optax.GradientTransformation:
-        schedule = optax.warmup_cosine_decay_schedule(
-            0.0, self.learning_rate, self.warmup_steps, self.steps, self.final_learning_rate
-        )
-        # Decay the matrices only, not LayerNorm gains, biases or embedding tables' scales.
-        return optax.chain(
-            optax.clip_by_global_norm(self.clip_norm),
-            optax.adamw(schedule, b2=0.99, weight_decay=self.weight_decay, mask=_decay_mask),
-        )
-
-
-# The chapter's model and recipe (benchmarks/lm_time_to_loss.py times them): about 4.5 minutes of
-# training on a 2-core CPU, validation loss below 1.75 nats/char on the held-out plays.
+# The chapter's model (trained with `tasks.SHAKESPEARE_RECIPE`; benchmarks/lm_time_to_loss.py
+# times them): validation loss below 1.75 nats/char on the held-out plays.
 SHAKESPEARE_CONFIG = LMConfig(
     vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, mlp_hidden_dim=512
 )
-SHAKESPEARE_RECIPE = LMRecipe(steps=1000, batch_size=64, learning_rate=2e-3, warmup_steps=100)
-VALIDATION_WINDOWS = 512  # fixed windows spread evenly over the held-out plays
-
-
-def _decay_mask(params):
-    return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
-
-
-@eqx.filter_jit
-def train_steps(model, opt_state, optimizer, train_ids, key, batch_size: int, num_steps: int):
-    """``num_steps`` AdamW steps in one compiled ``lax.scan``, each on fresh random windows."""
-    params, static = eqx.partition(model, eqx.is_array)
-    length = model.config.window + 1
-
-    def step(carry, step_key):
-        params, opt_state = carry
-        model = eqx.combine(params, static)
-        windows = random_windows(train_ids, step_key, batch_size, length)
-        model, opt_state, loss, _ = optimizer_step(
-            model, opt_state, optimizer, next_symbol_loss, windows
-        )
-        return (eqx.filter(model, eqx.is_array), opt_state), loss
-
-    (params, opt_state), losses = jax.lax.scan(
-        step, (params, opt_state), jax.random.split(key, num_steps)
-    )
-    return eqx.combine(params, static), opt_state, losses
-
-
-@dataclasses.dataclass
-class LMHistory:
-    """Training-loss means between evaluations and validation losses, against step and seconds
-    of training (compilation included, evaluation and sampling excluded)."""
-
-    step: list[int] = dataclasses.field(default_factory=list)
-    seconds: list[float] = dataclasses.field(default_factory=list)
-    train_loss: list[float] = dataclasses.field(default_factory=list)
-    validation_loss: list[float] = dataclasses.field(default_factory=list)
-    samples: dict[int, str] = dataclasses.field(default_factory=dict)
-
-
-def train_language_model(
-    model: LanguageModel,
-    train_ids: np.ndarray,
-    validation_windows: np.ndarray,
-    recipe: LMRecipe,
-    *,
-    eval_every: int = 250,
-    sample_at: tuple[int, ...] = (),
-    sample_fn=None,
-    progress: bool = True,
-) -> tuple[LanguageModel, LMHistory]:
-    """Train for ``recipe.steps`` steps; evaluate the validation loss every ``eval_every`` steps.
-
-    ``sample_fn(model)`` (a string) runs after the steps in ``sample_at``; its result is kept in
-    the history. The clock counts training only, the first call's compilation included.
-    """
-    if eval_every % recipe.steps_per_call or recipe.steps % recipe.steps_per_call:
-        raise ValueError(
-            f"steps and eval_every must be multiples of steps_per_call={recipe.steps_per_call}"
-        )
-    optimizer = recipe.optimizer()
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    train_ids = jnp.asarray(train_ids)
-    validation_windows = jnp.asarray(validation_windows)
-    key = jax.random.PRNGKey(recipe.seed)
-    history, seconds, pending = LMHistory(), 0.0, []
-    bar = tqdm(
-        total=recipe.steps, desc="training", unit="step", disable=not progress, mininterval=2.0
-    )
-    for done in range(recipe.steps_per_call, recipe.steps + 1, recipe.steps_per_call):
-        key, call_key = jax.random.split(key)
-        tic = time.perf_counter()
-        model, opt_state, losses = train_steps(
-            model,
-            opt_state,
-            optimizer,
-            train_ids,
-            call_key,
-            recipe.batch_size,
-            recipe.steps_per_call,
-        )
-        losses = np.asarray(losses)  # waits for the computation
-        seconds += time.perf_counter() - tic
-        pending.append(losses.mean())
-        bar.update(recipe.steps_per_call)
-        if done % eval_every == 0 or done == recipe.steps:
-            validation = float(evaluate_loss(model, validation_windows))
-            history.step.append(done)
-            history.seconds.append(seconds)
-            history.train_loss.append(float(np.mean(pending)))
-            history.validation_loss.append(validation)
-            pending = []
-            bar.set_postfix(validation=f"{validation:.3f}")
-        if done in sample_at and sample_fn is not None:
-            history.samples[done] = sample_fn(model)
-    bar.close()
-    return model, history
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,15 +233,11 @@ def _check_generation(model: LanguageModel, prompt: Array, num_symbols: int) -> 
 
 @eqx.filter_jit
 def cached_logits(
-    model: LanguageModel,
-    symbols: Int[Array, " N"],
-    prefill: int,
-    start_offset: Int[Array, ""] | int = 0,
+    model: LanguageModel, symbols: Int[Array, " N"], prefill: int
 ) -> Float[Array, "N V"]:
     """The logits of every position computed as generation computes them: the first ``prefill``
     symbols in one pass, then one symbol at a time through the cache (the symbols are given, not
-    sampled). Equal to ``model(symbols)``; ``start_offset`` shifts the positions written, which
-    only a test that must fail wants."""
+    sampled). Equal to ``model(symbols)``."""
     model._check(symbols)
     if not 1 <= prefill <= symbols.shape[0]:
         raise ValueError(
@@ -419,7 +247,7 @@ def cached_logits(
 
     def step(cache, position):
         symbol = jax.lax.dynamic_slice_in_dim(symbols, position, 1)
-        logits, cache = model.extend(symbol, cache, position + start_offset)
+        logits, cache = model.extend(symbol, cache, position)
         return cache, logits[0]
 
     _, rest = jax.lax.scan(step, cache, jnp.arange(prefill, symbols.shape[0]))
@@ -538,26 +366,3 @@ def time_generation(
         generate(model, prompt, num_symbols, key, cache=cache, **options).block_until_ready()
         best = min(best, time.perf_counter() - tic)
     return best
-
-
-# ---------------------------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------------------------
-
-
-def save_language_model(path, model: LanguageModel, vocabulary: Vocabulary, **metadata):
-    """The weights, configuration and vocabulary in one file (``train.save_checkpoint``'s format)."""
-    from .train import save_checkpoint
-
-    return save_checkpoint(path, model, metadata={"symbols": list(vocabulary.symbols), **metadata})
-
-
-def load_language_model(path) -> tuple[LanguageModel, Vocabulary, dict]:
-    """A model and its vocabulary from :func:`save_language_model`; returns them and the header."""
-    from .train import load_checkpoint
-
-    with open(path, "rb") as f:
-        header = json.loads(f.readline())
-    like = LanguageModel(LMConfig(**header["model_config"]), key=jax.random.PRNGKey(0))
-    model, _, header = load_checkpoint(path, model_like=like)
-    return model, Vocabulary(header["symbols"]), header

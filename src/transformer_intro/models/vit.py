@@ -12,13 +12,25 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .block import TransformerBlock
-from .mlp import MLP
-from .normalisation import LayerNorm
-from .positions import PositionEmbedding
-from .tokenisers import PatchTokeniser, check_patch_size
+from ..attention import _identity
+from ..block import TransformerBlock
+from ..mlp import MLP
+from ..normalisation import LayerNorm
+from ..positions import PositionEmbedding
+from ..tokenisers import PatchTokeniser, check_patch_size
 
-ACTIVATIONS = {"identity": lambda x: x, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
+__all__ = [
+    "ACTIVATIONS",
+    "CONFIGS",
+    "ViTConfig",
+    "VisionTransformer",
+    "count_parameters",
+    "get_config",
+]
+
+# The activation applied to keys and queries, by name. "identity" must be the attention module's own
+# identity function: `to_equinox` recognises plain attention by it.
+ACTIVATIONS = {"identity": _identity, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +50,7 @@ class ViTConfig:
     head_hidden_dim: int | None = None  # None: a linear classifier on the class token
     num_classes: int = 10
     scaled: bool = True
-    qk_activation: Literal["identity", "gelu"] = "identity"
+    qk_activation: Literal["identity", "gelu", "relu"] = "identity"
     combine_heads: Literal["sum", "mean"] = "sum"
     residual: Literal["input", "normalised"] = "input"
     final_norm: bool = True

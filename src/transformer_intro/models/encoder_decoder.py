@@ -13,45 +13,67 @@ Padding is the id ``pad_id`` in both sequences.
 
 from __future__ import annotations
 
-import time
+import dataclasses
+import json
 from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
-import optax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-from tqdm import tqdm  # plain text bar, as in train.py
 
-from .attention import MultiHeadAttention, causal_mask, padding_mask
-from .block import TransformerBlock
-from .mlp import MLP
-from .normalisation import LayerNorm
-from .positions import PositionEmbedding
-from .tokenisers import DiscreteTokeniser
-from .train import TrainConfig, make_optimizer, optimizer_step
+from ..attention import MultiHeadAttention, causal_mask, padding_mask
+from ..block import TransformerBlock
+from ..normalisation import LayerNorm
+from ..positions import PositionEmbedding
+from ..tokenisers import DiscreteTokeniser
+
+__all__ = ["DecoderLayer", "EncoderDecoder", "EncoderDecoderConfig"]
 
 
-def cross_attention_mask(source_is_real: Bool[Array, " M"], num_targets: int) -> Bool[Array, "M N"]:
-    """Every target token may read every real source token, and no padding."""
-    return jnp.broadcast_to(source_is_real[:, None], (source_is_real.shape[0], num_targets))
+@dataclasses.dataclass(frozen=True)
+class EncoderDecoderConfig:
+    """Every choice that shapes an :class:`EncoderDecoder`. Plain values, so it saves as JSON."""
+
+    source_vocab_size: int
+    target_vocab_size: int
+    max_source_length: int
+    max_target_length: int
+    token_dim: int = 64
+    num_heads: int = 4
+    mlp_hidden_dim: int = 128
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    value_dim: int | None = None
+    position_scale: float = 1.0
+    pad_id: int = 0
+
+    def replace(self, **changes) -> EncoderDecoderConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> EncoderDecoderConfig:
+        return cls(**json.loads(text))
 
 
 class DecoderLayer(eqx.Module):
     r"""One decoder layer on one target sequence Y (rows), reading the encoder's outputs Z::
 
-    Y1 = Y  + MHSA(LayerNorm(Y), causal mask)          each token reads itself and earlier ones
-    Y2 = Y1 + MHA(LayerNorm(Y1), context=Z)            cross-attention: queries from Y1, keys and values from Z
-    Y' = Y2 + MLP(LayerNorm(Y2))
+        Y1 = Y  + MHSA(LayerNorm(Y), causal mask)   each token reads itself and earlier ones
+        Y2 = Y1 + MHA(LayerNorm(Y1), context=Z)     cross-attention: queries from Y1, keys and
+                                                    values from Z
+        Y' = Y2 + MLP(LayerNorm(Y2))
+
+    The first and last lines are a :class:`TransformerBlock`'s two sub-layers, so the layer is a
+    block with a cross-attention sub-layer between them.
     """
 
-    self_attention_norm: LayerNorm
-    self_attention: MultiHeadAttention
+    block: TransformerBlock
     cross_attention_norm: LayerNorm
     cross_attention: MultiHeadAttention
-    mlp_norm: LayerNorm
-    mlp: MLP
 
     def __init__(
         self,
@@ -63,27 +85,34 @@ class DecoderLayer(eqx.Module):
         mlp_activation: Callable = jax.nn.gelu,
         key: PRNGKeyArray,
     ):
-        self_key, cross_key, mlp_key = jax.random.split(key, 3)
-        self.self_attention_norm = LayerNorm(token_dim)
-        self.self_attention = MultiHeadAttention(
-            token_dim, num_heads, value_dim=value_dim, key=self_key
+        block_key, cross_key = jax.random.split(key)
+        self.block = TransformerBlock(
+            token_dim,
+            num_heads,
+            mlp_hidden_dim,
+            value_dim=value_dim,
+            mlp_activation=mlp_activation,
+            key=block_key,
         )
         self.cross_attention_norm = LayerNorm(token_dim)
         self.cross_attention = MultiHeadAttention(
             token_dim, num_heads, value_dim=value_dim, key=cross_key
         )
-        self.mlp_norm = LayerNorm(token_dim)
-        self.mlp = MLP(token_dim, mlp_hidden_dim, activation=mlp_activation, key=mlp_key)
+
+    @property
+    def self_attention(self) -> MultiHeadAttention:
+        """The causal self-attention, the block's."""
+        return self.block.attention
+
+    def _cross(self, y, memory, source_is_real):
+        mask = padding_mask(source_is_real, y.shape[0])
+        return y + self.cross_attention(self.cross_attention_norm(y), mask, context=memory)
 
     def __call__(
         self, y: Float[Array, "N D"], memory: Float[Array, "M D"], source_is_real: Bool[Array, " M"]
     ) -> Float[Array, "N D"]:
-        n = y.shape[0]
-        y = y + self.self_attention(self.self_attention_norm(y), causal_mask(n))
-        y = y + self.cross_attention(
-            self.cross_attention_norm(y), cross_attention_mask(source_is_real, n), context=memory
-        )
-        return y + jax.vmap(self.mlp)(self.mlp_norm(y))
+        y = self.block.attention_residual(y, causal_mask(y.shape[0]))
+        return self.block.mlp_residual(self._cross(y, memory, source_is_real))
 
     def batched(
         self,
@@ -93,12 +122,12 @@ class DecoderLayer(eqx.Module):
     ) -> Float[Array, "B N D"]:
         """``jax.vmap(self)(y, memory, source_is_real)`` through the fast batched paths."""
         n = y.shape[1]
-        y = y + self.self_attention.batched(self.self_attention_norm(y), causal_mask(n))
-        cross_mask = jax.vmap(cross_attention_mask, in_axes=(0, None))(source_is_real, n)
+        y = self.block.attention_residual_batched(y, causal_mask(n))
+        cross_mask = jax.vmap(padding_mask, in_axes=(0, None))(source_is_real, n)
         y = y + self.cross_attention.batched(
             self.cross_attention_norm(y), cross_mask, context=memory
         )
-        return y + self.mlp.batched(self.mlp_norm(y))
+        return self.block.mlp_residual_batched(y)
 
     def cross_attention_weights(
         self, y: Float[Array, "N D"], memory: Float[Array, "M D"], source_is_real: Bool[Array, " M"]
@@ -106,9 +135,9 @@ class DecoderLayer(eqx.Module):
         """``A_h[m, n]``: how much target token n reads source token m (columns sum to one), given
         this layer's input y."""
         n = y.shape[0]
-        y = y + self.self_attention(self.self_attention_norm(y), causal_mask(n))
+        y = self.block.attention_residual(y, causal_mask(n))
         return self.cross_attention.attention_weights(
-            self.cross_attention_norm(y), cross_attention_mask(source_is_real, n), context=memory
+            self.cross_attention_norm(y), padding_mask(source_is_real, n), context=memory
         )
 
 
@@ -129,7 +158,7 @@ class EncoderDecoder(eqx.Module):
     decoder: tuple[DecoderLayer, ...]
     decoder_norm: LayerNorm
     unembedding: eqx.nn.Linear
-    pad_id: int = eqx.field(static=True)
+    config: EncoderDecoderConfig = eqx.field(static=True)
 
     def __init__(
         self,
@@ -172,7 +201,29 @@ class EncoderDecoder(eqx.Module):
         )
         self.decoder_norm = LayerNorm(token_dim)
         self.unembedding = eqx.nn.Linear(token_dim, target_vocab_size, key=next(keys))
-        self.pad_id = pad_id
+        self.config = EncoderDecoderConfig(
+            source_vocab_size,
+            target_vocab_size,
+            max_source_length,
+            max_target_length,
+            token_dim,
+            num_heads,
+            mlp_hidden_dim,
+            encoder_layers,
+            decoder_layers,
+            value_dim,
+            position_scale,
+            pad_id,
+        )
+
+    @classmethod
+    def from_config(cls, config: EncoderDecoderConfig, *, key: PRNGKeyArray) -> EncoderDecoder:
+        """The model that ``config`` describes (what loading a checkpoint rebuilds)."""
+        return cls(**dataclasses.asdict(config), key=key)
+
+    @property
+    def pad_id(self) -> int:
+        return self.config.pad_id
 
     @property
     def max_source_length(self) -> int:
@@ -297,78 +348,3 @@ class EncoderDecoder(eqx.Module):
             raise ValueError(
                 f"target of {length} tokens is longer than the {self.max_target_length} the model writes"
             )
-
-
-def sequence_loss(
-    model: EncoderDecoder,
-    sources: Int[Array, "B M"],
-    target_inputs: Int[Array, "B N"],
-    targets: Int[Array, "B N"],
-) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """Teacher forcing's loss: mean cross-entropy over the real (non-padding) target tokens, and
-    the fraction of them predicted right. Padded target positions weigh nothing."""
-    logits = model.batched(sources, target_inputs)
-    is_real = targets != model.pad_id
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-    count = jnp.maximum(is_real.sum(), 1)
-    loss = jnp.where(is_real, losses, 0.0).sum() / count
-    accuracy = jnp.where(is_real, logits.argmax(-1) == targets, False).sum() / count
-    return loss, accuracy
-
-
-def train(
-    model: EncoderDecoder,
-    sources: Int[Array, "S M"],
-    target_inputs: Int[Array, "S N"],
-    targets: Int[Array, "S N"],
-    *,
-    steps: int,
-    batch_size: int,
-    learning_rate: float = 3e-3,
-    warmup_steps: int = 100,
-    weight_decay: float = 0.01,
-    seed: int = 0,
-    progress: bool = True,
-) -> tuple[EncoderDecoder, dict[str, list[float]]]:
-    """``steps`` steps of AdamW with teacher forcing on batches drawn in a seeded shuffled order.
-
-    Returns the trained model and a history of the loss and the per-token accuracy on each
-    training batch, and the seconds since the start at which each step was dispatched (JAX runs
-    ahead of Python); the last entry waits for the finished model, so it is the whole training
-    time, compilation included.
-    """
-    if len(sources) < batch_size:
-        raise ValueError(
-            f"batch size {batch_size} is larger than the {len(sources)} training pairs"
-        )
-    config = TrainConfig(
-        learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay
-    )
-    optimizer = make_optimizer(config, steps)
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    rng = np.random.default_rng(seed)
-    per_epoch = len(sources) // batch_size
-    history = {"loss": [], "accuracy": [], "seconds": []}
-    start = time.perf_counter()
-    order = None
-    for step in tqdm(range(steps), disable=not progress, unit="step", ncols=80):
-        if step % per_epoch == 0:
-            order = rng.permutation(len(sources))
-        batch = order[(step % per_epoch) * batch_size : (step % per_epoch + 1) * batch_size]
-        model, opt_state, loss, accuracy = optimizer_step(
-            model,
-            opt_state,
-            optimizer,
-            sequence_loss,
-            sources[batch],
-            target_inputs[batch],
-            targets[batch],
-        )
-        history["loss"].append(loss)
-        history["accuracy"].append(accuracy)
-        history["seconds"].append(time.perf_counter() - start)
-    jax.block_until_ready(model)
-    history["seconds"][-1] = time.perf_counter() - start
-    history["loss"] = [float(x) for x in history["loss"]]
-    history["accuracy"] = [float(x) for x in history["accuracy"]]
-    return model, history

@@ -1,0 +1,382 @@
+"""What differs between the book's training runs, as *tasks*; ``training.fit`` trains any of them.
+
+A task holds its data on the device and provides three things:
+
+* ``batch(key, batch_size)``: a batch drawn on the device with ``key`` (``fit`` passes
+  ``fold_in(PRNGKey(seed), t)`` at step t, so a batch depends only on the seed and the step);
+* ``loss(model, batch)``: the scalar mean loss the model is trained on, and a dict of metrics;
+* ``evaluate(model)``: figures on held-out data, as plain floats.
+
+Three tasks cover the book: :class:`ImageClassification` (the ViT on MNIST, chapter 8),
+:class:`NextSymbolPrediction` (the character language model, chapter 9) and
+:class:`SequenceToSequence` (the date-normalising encoder-decoder, chapter 10). Each chapter's
+recipe is here too, so that chapters and benchmarks import it rather than retype it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from .training.recipe import Recipe
+
+__all__ = [
+    "DATES_RECIPE",
+    "ImageClassification",
+    "NextSymbolPrediction",
+    "SHAKESPEARE_RECIPE",
+    "SequenceToSequence",
+    "VALIDATION_WINDOWS",
+    "VIT_RECIPE",
+    "bits",
+    "evaluation_windows",
+    "inputs_and_targets",
+    "prepare_images",
+    "random_shifts",
+    "random_windows",
+    "shift_images",
+]
+
+# Chapter 8: the `default` ViT on MNIST, 10 passes' worth of steps at batch 64 (60,000 // 64 = 937
+# steps a pass), AdamW decaying every parameter, as the reference trains.
+VIT_RECIPE = Recipe(
+    steps=9370,
+    batch_size=64,
+    learning_rate=2e-3,
+    warmup_steps=300,
+    weight_decay=0.05,
+    decay="all",
+    b2=0.999,
+    steps_per_call=25,
+)
+# Chapter 9: the character language model; AdamW decaying the matrices only, b2 = 0.99, clipping.
+SHAKESPEARE_RECIPE = Recipe(
+    steps=1000,
+    batch_size=64,
+    learning_rate=2e-3,
+    warmup_steps=100,
+    final_learning_rate=1e-4,
+    weight_decay=0.1,
+    decay="matrices",
+    b2=0.99,
+    clip_norm=1.0,
+    steps_per_call=25,
+)
+# Chapter 10: the date-normalising encoder-decoder.
+DATES_RECIPE = Recipe(
+    steps=850,
+    batch_size=128,
+    learning_rate=4e-3,
+    warmup_steps=100,
+    weight_decay=0.01,
+    decay="all",
+    b2=0.999,
+    steps_per_call=25,
+)
+VALIDATION_WINDOWS = 512  # fixed windows spread evenly over the held-out plays (chapter 9)
+
+
+def _cross_entropy(logits: Array, labels: Array) -> Array:
+    """-log softmax(logits)[label] at every position: the loss of a categorical prediction."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+# ---------------------------------------------------------------------------------------------
+# Image classification
+# ---------------------------------------------------------------------------------------------
+
+
+def prepare_images(images: Array) -> Float[Array, "B 1 H W"]:
+    """uint8 (B, H, W) in [0, 255] to float32 (B, 1, H, W) in [-1, 1], as the reference scales them."""
+    return (images.astype(jnp.float32) * (2.0 / 255.0) - 1.0)[:, None]
+
+
+def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> Array:
+    """Translate image i of a (B, H, W) batch so that its (H, W) window starts at row ``offsets[i, 0]``
+    and column ``offsets[i, 1]`` of the image padded with ``max_shift`` zeros on every side.
+
+    Offsets run from 0 to ``2 * max_shift``; ``(max_shift, max_shift)`` leaves the image where it is.
+    """
+    if images.ndim != 3:
+        raise ValueError(f"expected images of shape (B, H, W), got {images.shape}")
+    height, width = images.shape[1:]
+    if max_shift < 0 or 2 * max_shift >= min(height, width):
+        raise ValueError(
+            f"max_shift must be in [0, {(min(height, width) - 1) // 2}] for {height}x{width} "
+            f"images, got {max_shift}"
+        )
+
+    def crop(image, offset):
+        padded = jnp.pad(image, max_shift)
+        return jax.lax.dynamic_slice(padded, (offset[0], offset[1]), (height, width))
+
+    return jax.vmap(crop)(images, offsets)
+
+
+def random_shifts(key: PRNGKeyArray, images: Array, max_shift: int) -> Array:
+    """Move each image of a (B, H, W) batch by its own random whole-pixel offset in
+    ``[-max_shift, max_shift]`` along each axis, filling the uncovered border with zeros.
+
+    A patch-based model has no built-in translation invariance: a digit moved by two pixels falls
+    on the patch grid differently and meets different position embeddings. Showing it shifted
+    copies teaches what a convolution would have known.
+    """
+    if max_shift == 0:
+        return images
+    offsets = jax.random.randint(key, (images.shape[0], 2), 0, 2 * max_shift + 1)
+    return shift_images(images, offsets, max_shift)
+
+
+class ImageClassification(eqx.Module):
+    """Classify images: softmax cross-entropy of the model's logits against the labels.
+
+    Training batches are drawn uniformly from the training split (each example independently),
+    each image moved by a random shift of up to ``max_shift`` pixels (data augmentation).
+    ``evaluate`` gives the loss and accuracy on the whole test split.
+    """
+
+    images: Array
+    labels: Array
+    test_images: Array | None
+    test_labels: Array | None
+    max_shift: int = eqx.field(static=True)
+    eval_batch_size: int = eqx.field(static=True)
+
+    def __init__(self, train, test=None, *, max_shift: int = 0, eval_batch_size: int = 1000):
+        """
+        Args:
+            train: ``(images, labels)``, uint8 (S, H, W) and integer (S,); copied to the device.
+            test: the same for the split ``evaluate`` measures, or None.
+            max_shift: random translation of each training image, in pixels.
+            eval_batch_size: images per compiled evaluation call.
+        """
+        images, labels = train
+        if len(images) != len(labels) or len(images) == 0:
+            raise ValueError(f"{len(images)} images and {len(labels)} labels: need as many, > 0")
+        self.images, self.labels = jnp.asarray(images), jnp.asarray(labels, jnp.int32)
+        if test is None:
+            self.test_images = self.test_labels = None
+        else:
+            self.test_images = jnp.asarray(test[0])
+            self.test_labels = jnp.asarray(test[1], jnp.int32)
+        self.max_shift = max_shift
+        self.eval_batch_size = eval_batch_size
+
+    def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
+        index_key, shift_key = jax.random.split(key)
+        indices = jax.random.randint(index_key, (batch_size,), 0, self.labels.shape[0])
+        images = random_shifts(shift_key, self.images[indices], self.max_shift)
+        return {"images": prepare_images(images), "labels": self.labels[indices]}
+
+    def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+        logits = model.batched(batch["images"])
+        loss = _cross_entropy(logits, batch["labels"]).mean()
+        return loss, {"accuracy": (logits.argmax(-1) == batch["labels"]).mean()}
+
+    def evaluate(self, model) -> dict[str, float]:
+        """Mean loss and accuracy over every example of the test split."""
+        if self.test_images is None:
+            raise ValueError("this task has no test split to evaluate on")
+        total_loss, correct, n = 0.0, 0, self.test_labels.shape[0]
+        for start in range(0, n, self.eval_batch_size):
+            chunk = slice(start, start + self.eval_batch_size)
+            loss, hits = _classification_sums(
+                model, self.test_images[chunk], self.test_labels[chunk]
+            )
+            total_loss, correct = total_loss + float(loss), correct + int(hits)
+        return {"loss": total_loss / n, "accuracy": correct / n}
+
+    def predict(self, model, images: np.ndarray) -> np.ndarray:
+        """Logits for every image of a uint8 (N, H, W) array."""
+        return np.concatenate(
+            [
+                np.asarray(_logits(model, jnp.asarray(images[i : i + self.eval_batch_size])))
+                for i in range(0, len(images), self.eval_batch_size)
+            ]
+        )
+
+
+@eqx.filter_jit
+def _logits(model, images):
+    return model.batched(prepare_images(images))
+
+
+@eqx.filter_jit
+def _classification_sums(model, images, labels):
+    logits = _logits(model, images)
+    return _cross_entropy(logits, labels).sum(), (logits.argmax(-1) == labels).sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# Next-symbol prediction
+# ---------------------------------------------------------------------------------------------
+
+
+def inputs_and_targets(windows: Int[Array, "B N+1"]) -> tuple[Int[Array, "B N"], Int[Array, "B N"]]:
+    """A window of N + 1 symbols gives N inputs and, at each position, the symbol that follows."""
+    return windows[:, :-1], windows[:, 1:]
+
+
+def random_windows(
+    ids: Int[Array, " L"], key: PRNGKeyArray, batch_size: int, length: int
+) -> Int[Array, "B length"]:
+    """``batch_size`` windows of ``length`` consecutive symbols at uniformly random places."""
+    starts = jax.random.randint(key, (batch_size,), 0, ids.shape[0] - length + 1)
+    return jax.vmap(lambda s: jax.lax.dynamic_slice_in_dim(ids, s, length))(starts)
+
+
+def evaluation_windows(ids: np.ndarray, count: int, length: int) -> np.ndarray:
+    """``count`` windows of ``length`` symbols evenly spread over a text: a fixed evaluation set."""
+    if ids.shape[0] < length:
+        raise ValueError(f"a text of {ids.shape[0]} symbols is shorter than one window of {length}")
+    starts = np.linspace(0, ids.shape[0] - length, count).astype(np.int64)
+    return np.stack([ids[s : s + length] for s in starts])
+
+
+def bits(nats: float) -> float:
+    """A loss in nats per symbol as bits per symbol."""
+    return nats / math.log(2)
+
+
+class NextSymbolPrediction(eqx.Module):
+    """Predict every next symbol of a text: mean cross-entropy in nats per symbol.
+
+    A batch is ``batch_size`` windows of ``window + 1`` consecutive symbols at random places of
+    the training text; position n of a window predicts symbol n + 1. ``evaluate`` gives the mean
+    loss on fixed windows spread evenly over the validation text.
+    """
+
+    train_ids: Array
+    validation_windows: Array | None
+    window: int = eqx.field(static=True)
+    eval_chunk: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        train_ids,
+        *,
+        window: int,
+        validation_ids=None,
+        num_validation_windows: int = VALIDATION_WINDOWS,
+        eval_chunk: int = 128,
+    ):
+        """
+        Args:
+            train_ids: the training text as symbol ids, (L,).
+            window: N, the number of input symbols of a training window (the model's window).
+            validation_ids: the held-out text as symbol ids, or None.
+            num_validation_windows: how many evaluation windows to spread over it.
+            eval_chunk: windows per evaluation pass (a whole number of chunks is used).
+        """
+        train_ids = np.asarray(train_ids, np.int32)
+        if train_ids.shape[0] <= window:
+            raise ValueError(
+                f"a text of {train_ids.shape[0]} symbols has no window of {window + 1}"
+            )
+        self.train_ids = jnp.asarray(train_ids)
+        self.validation_windows = (
+            None
+            if validation_ids is None
+            else jnp.asarray(
+                evaluation_windows(
+                    np.asarray(validation_ids, np.int32), num_validation_windows, window + 1
+                )
+            )
+        )
+        self.window = window
+        self.eval_chunk = eval_chunk
+
+    def batch(self, key: PRNGKeyArray, batch_size: int) -> Int[Array, "B N+1"]:
+        return random_windows(self.train_ids, key, batch_size, self.window + 1)
+
+    def loss(self, model, windows: Int[Array, "B N+1"]) -> tuple[Array, dict[str, Array]]:
+        inputs, targets = inputs_and_targets(windows)
+        return _cross_entropy(model.batched(inputs), targets).mean(), {}
+
+    def evaluate(self, model) -> dict[str, float]:
+        """``{"nats_per_symbol": ...}`` on the validation windows."""
+        if self.validation_windows is None:
+            raise ValueError("this task has no validation text to evaluate on")
+        return {"nats_per_symbol": float(_windows_loss(self, model))}
+
+
+@eqx.filter_jit
+def _windows_loss(task: NextSymbolPrediction, model) -> Array:
+    windows = task.validation_windows
+    count = windows.shape[0] // task.eval_chunk * task.eval_chunk
+    chunks = windows[:count].reshape(-1, task.eval_chunk, windows.shape[1])
+    return jax.lax.map(lambda w: task.loss(model, w)[0], chunks).mean()
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequence to sequence
+# ---------------------------------------------------------------------------------------------
+
+
+class SequenceToSequence(eqx.Module):
+    """Map source sequences to target sequences with teacher forcing.
+
+    The loss is the mean cross-entropy over the real (non-padding) target tokens, with the
+    per-token accuracy as a metric; padded positions weigh nothing. ``evaluate`` decodes the test
+    sources greedily and reports the exact match (every real target token right), with the
+    teacher-forced loss and per-token accuracy.
+    """
+
+    sources: Array
+    target_inputs: Array
+    targets: Array
+    test: tuple[Array, Array, Array] | None
+    start_id: int = eqx.field(static=True)
+
+    def __init__(self, train, test=None, *, start_id: int):
+        """
+        Args:
+            train: ``(sources, target_inputs, targets)``, integer arrays (S, M), (S, N), (S, N):
+                the decoder's inputs are the targets shifted right behind ``start_id``.
+            test: the same for the pairs ``evaluate`` measures, or None.
+            start_id: the id that starts every decoder input (greedy decoding starts with it).
+        """
+        self.sources, self.target_inputs, self.targets = (jnp.asarray(a, jnp.int32) for a in train)
+        self.test = None if test is None else tuple(jnp.asarray(a, jnp.int32) for a in test)
+        self.start_id = start_id
+
+    def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
+        indices = jax.random.randint(key, (batch_size,), 0, self.sources.shape[0])
+        return {
+            "sources": self.sources[indices],
+            "target_inputs": self.target_inputs[indices],
+            "targets": self.targets[indices],
+        }
+
+    def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+        logits = model.batched(batch["sources"], batch["target_inputs"])
+        targets = batch["targets"]
+        is_real = targets != model.pad_id
+        count = jnp.maximum(is_real.sum(), 1)
+        loss = jnp.where(is_real, _cross_entropy(logits, targets), 0.0).sum() / count
+        accuracy = jnp.where(is_real, logits.argmax(-1) == targets, False).sum() / count
+        return loss, {"accuracy": accuracy}
+
+    def evaluate(self, model) -> dict[str, float]:
+        """Exact match of greedy decoding, teacher-forced loss and per-token accuracy on the test pairs."""
+        if self.test is None:
+            raise ValueError("this task has no test pairs to evaluate on")
+        exact, loss, accuracy = _sequence_figures(self, model)
+        return {"exact_match": float(exact), "loss": float(loss), "accuracy": float(accuracy)}
+
+
+@eqx.filter_jit
+def _sequence_figures(task: SequenceToSequence, model):
+    sources, target_inputs, targets = task.test
+    generated = model.greedy_decode(sources, task.start_id, targets.shape[1])
+    is_real = targets != model.pad_id
+    exact = jnp.all((generated == targets) | ~is_real, axis=1).mean()
+    batch = {"sources": sources, "target_inputs": target_inputs, "targets": targets}
+    loss, metrics = task.loss(model, batch)
+    return exact, loss, metrics["accuracy"]

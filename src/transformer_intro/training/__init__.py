@@ -1,0 +1,33 @@
+"""Training: one loop for every model and task.
+
+* :class:`Recipe`: every number of a run (optimiser, schedule, decay policy, steps, batch size);
+* :func:`train_step`: one step, the loss's gradient and the optimiser's update;
+* :func:`fit`: the loop, steps compiled in groups on the device, evaluation, checkpoints,
+  callbacks, and placement on a device mesh as a mode;
+* :class:`History`: what a run records;
+* :func:`save_checkpoint` / :func:`load_checkpoint`: one file format for every model.
+
+What differs between chapters (the data, the batch, the loss, the evaluation) is a *task*, in
+:mod:`transformer_intro.tasks`.
+"""
+
+from .checkpoints import CheckpointInfo, load_checkpoint, save_checkpoint
+from .history import History
+from .loop import Every, batch_key, fit, run_steps
+from .recipe import Recipe, decay_mask
+from .step import gradients, train_step
+
+__all__ = [
+    "CheckpointInfo",
+    "Every",
+    "History",
+    "Recipe",
+    "batch_key",
+    "decay_mask",
+    "fit",
+    "gradients",
+    "load_checkpoint",
+    "run_steps",
+    "save_checkpoint",
+    "train_step",
+]

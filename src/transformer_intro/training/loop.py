@@ -1,0 +1,186 @@
+"""``fit``: the one training loop. Every chapter, benchmark and the multi-device chapter use it.
+
+Its core is short: step t draws its batch from the task with the key ``fold_in(PRNGKey(seed), t)``
+and takes one :func:`~transformer_intro.training.step.train_step`; ``recipe.steps_per_call``
+such steps run in one compiled ``lax.scan`` on the device, and between calls the host only logs,
+evaluates, checkpoints and calls back. Because a batch depends on nothing but the seed and the
+step, a run resumed from a checkpoint replays exactly the batches of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm  # plain text bar: no widget JavaScript, the same in a terminal and a notebook
+
+from .. import parallel
+from .checkpoints import load_checkpoint, save_checkpoint
+from .history import History
+from .recipe import Recipe
+from .step import train_step
+
+__all__ = ["Every", "batch_key", "fit", "run_steps"]
+
+
+def batch_key(seed: int, step) -> jax.Array:
+    """The key of step t's batch: from the seed and the step alone."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), step)
+
+
+@eqx.filter_jit
+def run_steps(model, opt_state, task, first_step, *, recipe: Recipe, count: int, placement=None):
+    """``count`` training steps from step ``first_step``, compiled into one ``lax.scan``.
+
+    Returns the model, the optimiser state, and each step's loss and metrics. The optimiser is
+    built from the recipe inside, so equal recipes share one compilation.
+    """
+    optimiser = recipe.optimiser()
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def step(carry, t):
+        params, opt_state = carry
+        batch = task.batch(batch_key(recipe.seed, t), recipe.batch_size)
+        if placement is not None:
+            _, _, batch = placement.constrain(batch=batch)
+        model, opt_state, loss, metrics = train_step(
+            eqx.combine(params, static),
+            opt_state,
+            batch,
+            task=task,
+            optimiser=optimiser,
+            micro_batches=recipe.micro_batches,
+        )
+        if placement is not None:
+            model, opt_state, _ = placement.constrain(model, opt_state)
+        return (eqx.filter(model, eqx.is_array), opt_state), (loss, metrics)
+
+    steps = first_step + jnp.arange(count)
+    (params, opt_state), (losses, metrics) = jax.lax.scan(step, (params, opt_state), steps)
+    return eqx.combine(params, static), opt_state, losses, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class Every:
+    """A callback called every ``steps`` steps (``fit`` stops there): ``Every(100, fn)``."""
+
+    steps: int
+    callback: Callable
+
+    def __call__(self, step: int, model, history: History):
+        if step % self.steps == 0:
+            return self.callback(step, model, history)
+        return None
+
+
+def fit(
+    model,
+    task,
+    recipe: Recipe,
+    *,
+    mesh: jax.sharding.Mesh | None = None,
+    rules: parallel.Rule | None = None,
+    eval_every: int | None = None,
+    checkpoint_path: str | os.PathLike | None = None,
+    resume: bool = False,
+    callbacks: Sequence[Callable] = (),
+    progress: bool = True,
+):
+    """Train ``model`` on ``task`` for ``recipe.steps`` steps; returns ``(model, history)``.
+
+    Args:
+        model: any model the task's ``loss`` accepts.
+        task: provides ``batch(key, batch_size)``, ``loss(model, batch)`` and ``evaluate(model)``.
+        recipe: the optimiser, schedule, batch size, steps and seed.
+        mesh: train on the devices of this mesh: the batch split over its ``data`` axis, the
+            parameters and the optimiser state placed by ``rules`` (``parallel``'s data-parallel
+            rules by default; its tensor-parallel or fully sharded rules, or your own).
+        rules: a sharding rule, ``rule(path, shape, mesh) -> PartitionSpec``; needs ``mesh``.
+        eval_every: evaluate with ``task.evaluate`` every this many steps and at the end, with the
+            training clock stopped, into ``history.evaluations``.
+        checkpoint_path: save the model, optimiser state, recipe, history and step there at each
+            evaluation and at the end.
+        resume: continue from ``checkpoint_path`` if it exists (to exactly the parameters an
+            uninterrupted run reaches).
+        callbacks: each ``callback(step, model, history)`` is called after every compiled call of
+            ``recipe.steps_per_call`` steps (wrap one in :class:`Every` for every k steps); a
+            callback that returns True ends training there (the checkpoint is still written).
+        progress: show a progress bar.
+    """
+    if eval_every is not None and eval_every < 1:
+        raise ValueError(f"eval_every must be a positive number of steps, got {eval_every}")
+    if rules is not None and mesh is None:
+        raise ValueError("sharding rules need a mesh: fit(..., mesh=make_mesh(...), rules=...)")
+    optimiser = recipe.optimiser()
+    opt_state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
+    history, step = History(), 0
+    if resume and checkpoint_path is not None and Path(checkpoint_path).exists():
+        model, info = load_checkpoint(checkpoint_path, opt_state_like=opt_state)
+        if info.recipe != recipe:
+            raise ValueError(f"{checkpoint_path} was trained with {info.recipe}, not {recipe}")
+        opt_state, history, step = info.opt_state, info.history, info.step
+    placement = None
+    if mesh is not None:
+        placement = parallel.Placement.create(
+            mesh, model, opt_state, rules or parallel.data_parallel_rules
+        )
+        placement.check_batch_size(recipe.batch_size)
+        model, opt_state, task = placement.put(model, opt_state, task)
+    stops = (
+        [recipe.steps_per_call] + [eval_every or 0] + [getattr(c, "steps", 0) for c in callbacks]
+    )
+
+    def save():
+        save_checkpoint(
+            checkpoint_path, model, opt_state=opt_state, recipe=recipe, history=history, step=step
+        )
+
+    seconds = history.seconds[-1] if history.seconds else 0.0
+    bar = tqdm(
+        total=recipe.steps,
+        initial=step,
+        disable=not progress,
+        unit="step",
+        desc="training",
+        mininterval=1.0,
+    )
+    while step < recipe.steps:
+        # Run up to the next multiple of steps_per_call, eval_every or a callback's period.
+        count = min([recipe.steps - step] + [s - step % s for s in stops if s])
+        tic = time.perf_counter()
+        model, opt_state, losses, metrics = run_steps(
+            model,
+            opt_state,
+            task,
+            np.int32(step),
+            recipe=recipe,
+            count=count,
+            placement=placement,
+        )
+        losses, metrics = jax.device_get((losses, metrics))  # waits for the steps to finish
+        seconds += time.perf_counter() - tic
+        step += count
+        history.step.append(step)
+        history.seconds.append(seconds)
+        history.train_loss.append(float(np.mean(losses)))
+        history.train_metrics.append({k: float(np.mean(v)) for k, v in metrics.items()})
+        bar.update(count)
+        bar.set_postfix(loss=f"{history.train_loss[-1]:.3f}")
+        if eval_every is not None and (step % eval_every == 0 or step == recipe.steps):
+            history.evaluations.append({"step": step, "seconds": seconds, **task.evaluate(model)})
+            if checkpoint_path is not None:
+                save()
+        stop = [callback(step, model, history) for callback in callbacks]
+        if any(stop):
+            break
+    bar.close()
+    if checkpoint_path is not None:
+        save()
+    return model, history
