@@ -129,7 +129,8 @@ def config_from_gguf(metadata: dict) -> LlamaConfig:
         num_kv_heads=int(metadata["llama.attention.head_count_kv"]),
         mlp_hidden_dim=int(metadata["llama.feed_forward_length"]),
         rotary_base=float(metadata["llama.rope.freq_base"]),
-        norm_eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
+        # Stored as float32 (9.99999975e-06 for 1e-5): keep the 7 digits float32 holds.
+        norm_eps=float(f"{float(metadata['llama.attention.layer_norm_rms_epsilon']):.7g}"),
         context_length=int(metadata["llama.context_length"]),
     )
 
