@@ -26,7 +26,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent / "tf"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from matmul_peak import best_rate, peak_table, print_peak_table, train_step_flops_per_image  # noqa: E402
+from matmul_peak import (  # noqa: E402
+    best_rate,
+    peak_table,
+    print_peak_table,
+    train_step_flops_per_image,
+)
 from throughput import JaxRunner, steps_for  # noqa: E402
 
 
@@ -82,6 +87,8 @@ def main() -> None:
                 "reference", batch_size, micro_batch_size=args.jax_micro_batch
             )
         steps = {name: steps_for(r, args.seconds) for name, r in contenders.items()}
+        for name, runner in contenders.items():
+            runner.run(steps[name])  # compile (JAX) or warm up at the timed length
         rates = {name: [] for name in contenders}
         products = []
         for _ in range(args.rounds):

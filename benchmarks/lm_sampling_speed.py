@@ -11,7 +11,9 @@ import argparse
 
 import jax
 
-from transformer_intro.language_model import load_language_model, time_generation
+from transformer_intro import Vocabulary
+from transformer_intro.models.language_model import time_generation
+from transformer_intro.training import load_checkpoint
 
 
 def main() -> None:
@@ -22,7 +24,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", default="book/checkpoints/shakespeare_lm.eqx")
     parser.add_argument("--prompt", default="ROMEO.\n")
     args = parser.parse_args()
-    model, vocabulary, _ = load_language_model(args.checkpoint)
+    model, info = load_checkpoint(args.checkpoint)
+    vocabulary = Vocabulary(info.extra["symbols"])
     prompt = vocabulary.encode(args.prompt)
     key = jax.random.PRNGKey(0)
     seconds = {
@@ -31,9 +34,8 @@ def main() -> None:
     }
     print(f"{args.characters} characters, window {model.config.window}:")
     for cache, label in ((True, "with the cache"), (False, "without the cache")):
-        print(
-            f"  {label:18s} {seconds[cache]:.3f} s  ({args.characters / seconds[cache]:,.0f} characters/s)"
-        )
+        rate = args.characters / seconds[cache]
+        print(f"  {label:18s} {seconds[cache]:.3f} s  ({rate:,.0f} characters/s)")
     print(f"  speed-up {seconds[False] / seconds[True]:.1f}x")
 
 

@@ -14,17 +14,11 @@ import argparse
 import jax
 from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
 
-from transformer_intro import Vocabulary, count_parameters
+from transformer_intro import LanguageModel, Vocabulary, count_parameters
 from transformer_intro.datasets.shakespeare import load_shakespeare
-from transformer_intro.language_model import (
-    SHAKESPEARE_CONFIG,
-    SHAKESPEARE_RECIPE,
-    VALIDATION_WINDOWS,
-    LanguageModel,
-    bits,
-    evaluation_windows,
-    train_language_model,
-)
+from transformer_intro.models.language_model import SHAKESPEARE_CONFIG
+from transformer_intro.tasks import SHAKESPEARE_RECIPE, NextSymbolPrediction, bits
+from transformer_intro.training import fit
 
 TARGETS = (1.88, 1.75)
 
@@ -35,39 +29,30 @@ def main() -> None:
     )
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--set", nargs="*", default=[], help="LMConfig overrides, name=value")
-    parser.add_argument("--train", nargs="*", default=[], help="LMRecipe overrides, name=value")
+    parser.add_argument("--train", nargs="*", default=[], help="Recipe overrides, name=value")
     args = parser.parse_args()
     train_text, validation_text = load_shakespeare("train"), load_shakespeare("validation")
     vocabulary = Vocabulary.from_text(train_text)
     config = SHAKESPEARE_CONFIG.replace(vocab_size=len(vocabulary), **parse_overrides(args.set))
-    recipe = SHAKESPEARE_RECIPE.__class__(
-        **{**SHAKESPEARE_RECIPE.__dict__, **parse_overrides(args.train)}
-    )
+    recipe = SHAKESPEARE_RECIPE.replace(**parse_overrides(args.train))
     model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
     print(config, f"{count_parameters(model):,} parameters", sep="\n")
     print(recipe)
-    windows = evaluation_windows(
-        vocabulary.encode(validation_text), VALIDATION_WINDOWS, config.window + 1
+    task = NextSymbolPrediction(
+        vocabulary.encode(train_text),
+        window=config.window,
+        validation_ids=vocabulary.encode(validation_text),
     )
-    model, history = train_language_model(
-        model, vocabulary.encode(train_text), windows, recipe, eval_every=args.eval_every
-    )
-    for step, seconds, train, validation in zip(
-        history.step, history.seconds, history.train_loss, history.validation_loss
-    ):
+    model, history = fit(model, task, recipe, eval_every=args.eval_every)
+    for row in history.evaluations:
+        index = history.step.index(row["step"])
+        validation = row["nats_per_symbol"]
         print(
-            f"step {step:5d}  {seconds:6.1f} s  train {train:.3f}  validation {validation:.3f} nats/char "
-            f"({bits(validation):.2f} bits/char)"
+            f"step {row['step']:5d}  {row['seconds']:6.1f} s  train {history.train_loss[index]:.3f}"
+            f"  validation {validation:.3f} nats/char ({bits(validation):.2f} bits/char)"
         )
     for target in TARGETS:
-        hit = next(
-            (
-                (s, t)
-                for s, t, v in zip(history.step, history.seconds, history.validation_loss)
-                if v <= target
-            ),
-            None,
-        )
+        hit = history.first_reached("nats_per_symbol", target, higher_is_better=False)
         print(
             f"validation <= {target}: "
             + (f"step {hit[0]}, {hit[1]:.1f} s" if hit else "not reached")

@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_intro import VisionTransformer
-from transformer_intro.train import batch_gradients
-from transformer_intro.vit import get_config
+from transformer_intro import VisionTransformer, get_config
+from transformer_intro.tasks import ImageClassification
+from transformer_intro.training import gradients
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -73,10 +73,11 @@ def train_step_flops_per_image(config: str, batch_size: int) -> float:
     """FLOPs of the forward and backward pass per image, as XLA counts them for the compiled step."""
     model = VisionTransformer(config, key=jax.random.PRNGKey(0))
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    images = np.zeros((batch_size, model.config.image_size, model.config.image_size), np.uint8)
-    labels = np.zeros(batch_size, np.int32)
-    gradients = jax.jit(lambda p, i, l: batch_gradients(eqx.combine(p, static), i, l))
-    cost = gradients.lower(params, images, labels).compile().cost_analysis()
+    size = model.config.image_size
+    task = ImageClassification((np.zeros((batch_size, size, size), np.uint8), np.zeros(batch_size)))
+    batch = task.batch(jax.random.PRNGKey(0), batch_size)
+    step_gradients = jax.jit(lambda p, b: gradients(eqx.combine(p, static), b, task.loss))
+    cost = step_gradients.lower(params, batch).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     return cost["flops"] / batch_size
 

@@ -3,8 +3,10 @@ update, after compilation. Prints figures; asserts nothing about speed.
 
     python benchmarks/throughput.py [--config reference] [--batch-sizes 16 128] [--rounds 5]
 
-``--layouts batched vmap`` also times the one-example definition under ``jax.vmap``, interleaved
-with the fast path, to show what the batched layout buys.
+The steps are those of ``training.fit``, compiled as it compiles them (``training.run_steps``),
+on one fixed batch already on the device, so that only the step is timed. ``--layouts batched
+vmap`` also times the one-example definition under ``jax.vmap``, interleaved with the fast path,
+to show what the batched layout buys.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import jax
 import numpy as np
 
 from transformer_intro import VisionTransformer, count_parameters
-from transformer_intro.train import TrainConfig, make_optimizer, train_step
+from transformer_intro.tasks import ImageClassification
+from transformer_intro.training import Recipe, run_steps
 
 
 class _VmapModel(eqx.Module):
@@ -29,8 +32,28 @@ class _VmapModel(eqx.Module):
         return jax.vmap(self.inner)(images)
 
 
+class FixedBatch(eqx.Module):
+    """A task that hands out the same batch at every step: the step's cost, no data pipeline."""
+
+    task: ImageClassification
+    fixed: dict
+
+    def batch(self, key, batch_size):
+        return self.fixed
+
+    def loss(self, model, batch):
+        return self.task.loss(model, batch)
+
+
+def random_task(batch_size: int, seed: int = 0) -> FixedBatch:
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, (batch_size, 28, 28), dtype=np.uint8)
+    task = ImageClassification((images, rng.integers(0, 10, batch_size)))
+    return FixedBatch(task, task.batch(jax.random.PRNGKey(seed), batch_size))
+
+
 class JaxRunner:
-    """A compiled train step of a package model on one fixed random batch of MNIST-shaped data."""
+    """``training.fit``'s compiled steps for a package model on one fixed random batch."""
 
     def __init__(
         self,
@@ -42,32 +65,31 @@ class JaxRunner:
     ):
         model = VisionTransformer(config, key=jax.random.PRNGKey(0))
         self.model = _VmapModel(model) if layout == "vmap" else model
-        self.optimizer = make_optimizer(TrainConfig(), total_steps=100_000)
-        self.opt_state = self.optimizer.init(eqx.filter(self.model, eqx.is_inexact_array))
-        rng = np.random.default_rng(0)
-        self.images = rng.integers(0, 256, (batch_size, 28, 28), dtype=np.uint8)
-        self.labels = rng.integers(0, 10, batch_size).astype(np.int32)
+        self.recipe = Recipe(
+            steps=100_000,
+            batch_size=batch_size,
+            learning_rate=1e-3,
+            weight_decay=1e-4,
+            decay="all",
+            micro_batches=batch_size // (micro_batch_size or batch_size),
+        )
+        self.opt_state = self.recipe.optimiser().init(eqx.filter(self.model, eqx.is_inexact_array))
+        self.task = random_task(batch_size)
         self.batch_size = batch_size
-        self.micro_batch_size = micro_batch_size
         self.run(3)  # compile and warm up
 
     def run(self, steps: int) -> float:
         start = time.perf_counter()
-        for _ in range(steps):
-            self.model, self.opt_state, loss, _ = train_step(
-                self.model,
-                self.opt_state,
-                self.images,
-                self.labels,
-                self.optimizer,
-                self.micro_batch_size,
-            )
-        jax.block_until_ready(loss)
+        self.model, self.opt_state, losses, _ = run_steps(
+            self.model, self.opt_state, self.task, np.int32(0), recipe=self.recipe, count=steps
+        )
+        jax.block_until_ready(losses)
         return time.perf_counter() - start
 
 
 def steps_for(runner, seconds: float) -> int:
     """How many steps fill about ``seconds``, from one timed probe step."""
+    runner.run(1)  # compile the one-step call
     return max(2, int(seconds / max(runner.run(1), 1e-3)))
 
 
@@ -102,6 +124,8 @@ def main() -> None:
             if not micro or micro <= batch_size
         }
         steps = {k: steps_for(r, args.seconds) for k, r in runners.items()}
+        for k, r in runners.items():
+            r.run(steps[k])  # compile the timed call's length
         rates = {k: [] for k in runners}
         for _ in range(args.rounds):
             for k, r in runners.items():
@@ -110,8 +134,8 @@ def main() -> None:
             first = next(iter(rates))
             ratio = np.median(values) / np.median(rates[first])
             print(
-                f"batch {batch_size:4d}  layout/micro-batch {k:12s}  {np.median(values):8.1f} images/s  "
-                f"(ratio to {first}: {ratio:.2f}x)",
+                f"batch {batch_size:4d}  layout/micro-batch {k:12s}  "
+                f"{np.median(values):8.1f} images/s  (ratio to {first}: {ratio:.2f}x)",
                 flush=True,
             )
 

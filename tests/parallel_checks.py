@@ -17,25 +17,22 @@ import jax
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from transformer_intro import VisionTransformer
 from transformer_intro.parallel import (
-    SMALL_VIT,
     TENSOR_PARALLEL_RULES,
+    Placement,
     data_parallel_rules,
     fully_sharded_rules,
-    init_sharded,
     make_mesh,
     rules_from_table,
     shard_batch,
     shard_map_gradients,
     shard_map_step,
     shard_params,
-    sharded_gradients,
-    sharded_step,
-    synthetic_batches,
-    train_sharded,
 )
-from transformer_intro.train import TrainConfig, loss_and_accuracy, make_optimizer, optimizer_step
-from transformer_intro.vit import VisionTransformer
+from transformer_intro.tasks import ImageClassification
+from transformer_intro.training import Recipe, batch_key, fit, gradients, run_steps
+from transformer_intro.training.distributed import SMALL_VIT, synthetic_digits
 
 STEPS, BATCH = 5, 32
 
@@ -78,31 +75,28 @@ def shard_shapes(array) -> list[list[int]]:
 def main() -> dict:
     results: dict = {"devices": len(jax.devices())}
     model = VisionTransformer(SMALL_VIT, key=jax.random.PRNGKey(0))
-    optimizer = make_optimizer(TrainConfig(learning_rate=1e-3, schedule="constant"), STEPS)
-    batches = synthetic_batches(STEPS, BATCH)
+    task = ImageClassification(synthetic_digits(256))
+    recipe = Recipe(
+        steps=STEPS, batch_size=BATCH, learning_rate=1e-3, schedule="constant", steps_per_call=1
+    )
+    optimiser = recipe.optimiser()
+    batches = [task.batch(batch_key(recipe.seed, t), BATCH) for t in range(STEPS)]
     results["batch_size"] = BATCH
+    grads_of = eqx.filter_jit(lambda m, b: gradients(m, b, task.loss)[1])
 
-    # The reference: the package's own single-device step, on device 0.
-    reference, opt_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    for images, labels in batches:
-        reference, opt_state, _, _ = optimizer_step(
-            reference, opt_state, optimizer, loss_and_accuracy, images, labels
-        )
-    _, _, reference_grads = sharded_gradients(model, loss_and_accuracy, *batches[0])
-    reference_grads = eqx.filter(reference_grads, eqx.is_inexact_array)
+    # The reference: the one training loop on one device.
+    reference, _ = fit(model, task, recipe, progress=False)
+    reference_grads = eqx.filter(grads_of(model, batches[0]), eqx.is_inexact_array)
 
     # Negative control for the comparisons: the training one device would do on its own slice of
     # each batch, if its gradients were never reduced across devices.
-    alone, opt_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-    for images, labels in batches:
-        alone, opt_state, _, _ = optimizer_step(
-            alone,
-            opt_state,
-            optimizer,
-            loss_and_accuracy,
-            images[: BATCH // 8],
-            labels[: BATCH // 8],
+    alone, opt_state = model, optimiser.init(eqx.filter(model, eqx.is_inexact_array))
+    for batch in batches:
+        grads = grads_of(alone, {k: v[: BATCH // 8] for k, v in batch.items()})
+        updates, opt_state = optimiser.update(
+            grads, opt_state, eqx.filter(alone, eqx.is_inexact_array)
         )
+        alone = eqx.apply_updates(alone, updates)
     results["no_reduction_params_error"] = max_difference(params_of(alone), params_of(reference))
 
     meshes = {
@@ -118,21 +112,16 @@ def main() -> dict:
         "one_device": data_parallel_rules,
     }
 
-    images, labels = shard_batch(meshes["dp"], *batches[0])
-    results["batch_shard_shapes"] = shard_shapes(images)
-    results["label_shard_shapes"] = shard_shapes(labels)
+    sharded_batch = shard_batch(meshes["dp"], batches[0])
+    results["batch_shard_shapes"] = shard_shapes(sharded_batch["images"])
+    results["label_shard_shapes"] = shard_shapes(sharded_batch["labels"])
 
     for name in ("dp", "tp", "fsdp", "one_device"):
         mesh, rule = meshes[name], rules[name]
         start = time.perf_counter()
         with jax.default_matmul_precision("highest"):
-            trained, trained_opt_state, losses = train_sharded(
-                model, batches, optimizer, mesh, rule
-            )
-            sharded = shard_params(model, mesh, rule)
-            _, _, grads = sharded_gradients(
-                sharded, loss_and_accuracy, *shard_batch(mesh, *batches[0])
-            )
+            trained, _ = fit(model, task, recipe, mesh=mesh, rules=rule, progress=False)
+            grads = grads_of(shard_params(model, mesh, rule), shard_batch(mesh, batches[0]))
         results[f"{name}_seconds"] = time.perf_counter() - start
         results[f"{name}_params_error"] = max_difference(params_of(trained), params_of(reference))
         grads = eqx.filter(grads, eqx.is_inexact_array)
@@ -141,9 +130,15 @@ def main() -> dict:
         results[f"{name}_grads_leaf_relative_error"] = max_relative_difference(
             grads, reference_grads
         )
+        placement = Placement.create(
+            mesh, model, optimiser.init(eqx.filter(model, eqx.is_inexact_array)), rule
+        )
+        placed, placed_opt_state, _ = placement.put(
+            model, optimiser.init(eqx.filter(model, eqx.is_inexact_array))
+        )
         attention = trained.blocks[0].attention
         mlp = trained.blocks[0].mlp
-        mu = trained_opt_state[0].mu.blocks[0]
+        mu = placed_opt_state[0].mu.blocks[0]
         results[f"{name}_shards"] = {
             "key_projections": shard_shapes(attention.key_projections),
             "output_projections": shard_shapes(attention.output_projections),
@@ -159,11 +154,16 @@ def main() -> dict:
             trained.blocks[0].attention.key_projections.sharding.spec
         )
 
-        # The compiled step: which collectives XLA put in.
-        m, o, shardings = init_sharded(model, optimizer, mesh, rule)
+        # The compiled step of fit: which collectives XLA put in.
         hlo = (
-            sharded_step.lower(
-                m, o, optimizer, loss_and_accuracy, shardings, *shard_batch(mesh, *batches[0])
+            run_steps.lower(
+                placed,
+                placed_opt_state,
+                task,
+                np.int32(0),
+                recipe=recipe,
+                count=1,
+                placement=placement,
             )
             .lowered.compile()
             .as_text()
@@ -174,16 +174,21 @@ def main() -> dict:
 
     # shard_map: the explicit per-device version, and its two classic mistakes.
     mesh = meshes["dp"]
-    batch = shard_batch(mesh, *batches[0])
+    batch = shard_batch(mesh, batches[0])
     with jax.default_matmul_precision("highest"):
-        _, correct = shard_map_gradients(model, mesh, *batch)
-        _, trap = shard_map_gradients(model, mesh, *batch, mark_varying=False)
-        _, local = shard_map_gradients(model, mesh, *batch, reduce=False)
-    stepped, stepped_state = model, optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+        _, correct = shard_map_gradients(model, mesh, batch, loss=task.loss)
+        _, trap = shard_map_gradients(model, mesh, batch, loss=task.loss, mark_varying=False)
+        _, local = shard_map_gradients(model, mesh, batch, loss=task.loss, reduce=False)
+    stepped, stepped_state = model, optimiser.init(eqx.filter(model, eqx.is_inexact_array))
     with jax.default_matmul_precision("highest"):
-        for images, labels in batches:
+        for batch in batches:
             stepped, stepped_state, _ = shard_map_step(
-                stepped, stepped_state, optimizer, mesh, *shard_batch(mesh, images, labels)
+                stepped,
+                stepped_state,
+                shard_batch(mesh, batch),
+                loss=task.loss,
+                optimiser=optimiser,
+                mesh=mesh,
             )
     results["shard_map_params_error"] = max_difference(params_of(stepped), params_of(reference))
     results["largest_gradient"] = float(
@@ -215,7 +220,7 @@ def main() -> dict:
     # Bad input: clear errors.
     errors = {}
     try:
-        shard_batch(mesh, batches[0][0][:30])
+        shard_batch(mesh, batches[0]["images"][:30])
     except ValueError as error:
         errors["indivisible_batch"] = str(error)
     try:
@@ -229,7 +234,7 @@ def main() -> dict:
     except ValueError as error:
         errors["indivisible_parameter"] = str(error)
     try:
-        train_sharded(model, batches[:1], optimizer, make_mesh(1, 8), TENSOR_PARALLEL_RULES)
+        fit(model, task, recipe, mesh=make_mesh(1, 8), rules=TENSOR_PARALLEL_RULES, progress=False)
     except ValueError as error:
         errors["heads_over_eight"] = str(error)
     results["errors"] = errors

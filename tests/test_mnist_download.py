@@ -257,7 +257,20 @@ def test_offline_error_is_one_sentence_and_fast(env, tmp_path: Path) -> None:
     message = str(err.value)
     assert message.startswith("MNIST could not be downloaded") and message.count(". ") == 0
     assert "MNIST_DIR" in message and "\n" not in message
+    assert "connect to the internet" in message  # nothing answered: the advice fits
     assert err.value.__cause__ is None and err.value.__suppress_context__
+    assert cache_files() == []
+
+
+def test_a_mirror_serving_wrong_bytes_is_not_told_to_connect(env, tmp_path: Path) -> None:
+    # The mirror answers, with the wrong content: connecting would not help; another mirror would.
+    server = Server(serving({name: gzip.compress(b"not MNIST") for name in TEST_FILES}))
+    env(server)
+    with pytest.raises(MNISTError) as err:
+        load_test_split(tmp_path)
+    message = str(err.value)
+    assert "internet" not in message and "MNIST_MIRRORS" in message and "MNIST_DIR" in message
+    assert server.requests  # it was asked
     assert cache_files() == []
 
 

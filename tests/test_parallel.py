@@ -3,7 +3,7 @@
 Forced host devices must be configured before JAX's backend starts, and this test session has
 already started it with one device. So the 8-device checks run in a subprocess
 (tests/parallel_checks.py, JSON on its last line) and the multi-process checks in three more
-(python -m transformer_intro.parallel); the tests below assert on what they report.
+(python -m transformer_intro.training.distributed); the tests below assert on what they report.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from transformer_intro import VisionTransformer
 from transformer_intro.parallel import (
-    SMALL_VIT,
     TENSOR_PARALLEL_RULES,
     data_parallel_rules,
     fully_sharded_rules,
     make_mesh,
     shard_batch,
-    train_sharded,
 )
-from transformer_intro.train import TrainConfig, make_optimizer
-from transformer_intro.vit import VisionTransformer
+from transformer_intro.tasks import ImageClassification
+from transformer_intro.training import Recipe, fit
+from transformer_intro.training.distributed import SMALL_VIT, synthetic_digits
 
 ROOT = Path(__file__).resolve().parents[1]
 # Parameters after 5 AdamW steps: absolute. Gradients: relative to the largest gradient entry (the
@@ -68,7 +68,7 @@ def test_the_subprocess_has_eight_devices_and_this_one_keeps_one(checks):
 
 
 def test_the_batch_is_split_over_the_data_axis(checks):
-    assert checks["batch_shard_shapes"] == [[checks["batch_size"] // 8, 28, 28]]
+    assert checks["batch_shard_shapes"] == [[checks["batch_size"] // 8, 1, 28, 28]]
     assert checks["label_shard_shapes"] == [[checks["batch_size"] // 8]]
 
 
@@ -151,9 +151,10 @@ def test_one_device_errors_in_this_process():
     with pytest.raises(ValueError, match="no 'data' axis"):
         shard_batch(jax.make_mesh((1,), ("model",)), np.zeros((4, 28, 28)))
     model = VisionTransformer(SMALL_VIT, key=jax.random.PRNGKey(0))
-    optimizer = make_optimizer(TrainConfig(schedule="constant"), 1)
+    recipe = Recipe(steps=1, batch_size=4, learning_rate=1e-3)
+    task = ImageClassification(synthetic_digits(8))
     with pytest.raises(ValueError, match="'model' does not exist"):
-        train_sharded(model, [], optimizer, mesh, TENSOR_PARALLEL_RULES)
+        fit(model, task, recipe, mesh=mesh, rules=TENSOR_PARALLEL_RULES, progress=False)
     assert fully_sharded_rules("x", (3, 5), mesh) == P("data")  # a 1-device axis divides anything
     assert data_parallel_rules("x", (3, 5), mesh) == P()
 
@@ -166,7 +167,7 @@ def _free_port() -> int:
 
 def test_two_processes_train_as_one(tmp_path):
     """2 processes x 2 CPU devices on the loopback address equal 1 process x 4 devices."""
-    entry = [sys.executable, "-m", "transformer_intro.parallel", "--steps", "3"]
+    entry = [sys.executable, "-m", "transformer_intro.training.distributed", "--steps", "3"]
     one = subprocess.run(
         entry + ["--devices-per-process", "4", "--out", str(tmp_path / "one.npz")],
         env=_env(),

@@ -178,10 +178,9 @@ def shard_params(model: eqx.Module, mesh: Mesh, rule: Rule = data_parallel_rules
     return shard_tree(model, mesh, rule)
 
 
-def shard_batch(
-    mesh: Mesh, *arrays: np.ndarray, process_local: bool = False
-) -> tuple[jax.Array, ...]:
-    """Split each array's leading (batch) axis over the mesh's ``data`` axis.
+def shard_batch(mesh: Mesh, batch, *, process_local: bool = False):
+    """Split every array of ``batch`` (any pytree) along its leading (batch) axis over the mesh's
+    ``data`` axis.
 
     With several processes each one passes ``process_local=True`` and only its own consecutive
     slice of the global batch; ``jax.make_array_from_process_local_data`` assembles the global
@@ -192,20 +191,23 @@ def shard_batch(
             f"the mesh has no {DATA!r} axis to split the batch over; its axes are {tuple(mesh.shape)}"
         )
     sharding = NamedSharding(mesh, P(DATA))
-    size = mesh.shape[DATA]
-    out = []
-    for array in arrays:
-        batch = len(array) * (jax.process_count() if process_local else 1)
-        if batch % size:
-            raise ValueError(
-                f"a batch of {batch} examples does not split evenly over the {size} devices of "
-                f"the {DATA!r} axis; use a batch size that is a multiple of {size}"
-            )
+
+    def split(array):
+        _check_batch_size(len(array) * (jax.process_count() if process_local else 1), mesh)
         if process_local:
-            out.append(jax.make_array_from_process_local_data(sharding, np.asarray(array)))
-        else:
-            out.append(jax.device_put(array, sharding))
-    return tuple(out)
+            return jax.make_array_from_process_local_data(sharding, np.asarray(array))
+        return jax.device_put(array, sharding)
+
+    return jax.tree_util.tree_map(split, batch)
+
+
+def _check_batch_size(batch_size: int, mesh: Mesh) -> None:
+    size = mesh.shape[DATA]
+    if batch_size % size:
+        raise ValueError(
+            f"a batch of {batch_size} examples does not split evenly over the {size} devices of "
+            f"the {DATA!r} axis; use a batch size that is a multiple of {size}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +233,8 @@ class Placement:
     def create(cls, mesh: Mesh, model, opt_state, rule: Rule = data_parallel_rules) -> Placement:
         if DATA not in mesh.shape:
             raise ValueError(
-                f"the mesh has no {DATA!r} axis to split the batch over; its axes are {tuple(mesh.shape)}"
+                f"the mesh has no {DATA!r} axis to split the batch over; its axes are "
+                f"{tuple(mesh.shape)}"
             )
         return cls(mesh, tree_shardings(model, mesh, rule), tree_shardings(opt_state, mesh, rule))
 
@@ -248,12 +251,7 @@ class Placement:
         )
 
     def check_batch_size(self, batch_size: int) -> None:
-        size = self.mesh.shape[DATA]
-        if batch_size % size:
-            raise ValueError(
-                f"a batch of {batch_size} examples does not split evenly over the {size} devices of "
-                f"the {DATA!r} axis; use a batch size that is a multiple of {size}"
-            )
+        _check_batch_size(batch_size, self.mesh)
 
     def constrain(self, model=None, opt_state=None, batch=None):
         """Inside a compiled step: keep each given tree where this placement puts it."""

@@ -57,7 +57,6 @@ import tempfile
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +79,6 @@ __all__ = [
     "read_idx_images",
     "read_idx_labels",
     "normalise_images",
-    "num_batches",
-    "random_shift",
-    "iterate_batches",
 ]
 
 SPLIT_SIZES: dict[str, int] = {"train": 60_000, "test": 10_000}
@@ -461,6 +457,7 @@ def _download_file(
     name = f"{stem}.gz"
     failures: list[str] = []
     checksum_failed = False
+    answered = False  # did any mirror answer at all (wrong bytes, an HTTP error)?
     for base in bases:
         # The temporary file sits in the cache folder itself, so that os.replace is a rename
         # within one file system, which is atomic: the final name holds a whole, checked file or
@@ -473,20 +470,32 @@ def _download_file(
             os.replace(temporary, folder / name)
             return
         except MNISTChecksumError as exc:
-            checksum_failed = True
+            checksum_failed = answered = True
             failures.append(f"{base}: {exc}")
         except (OSError, http.client.HTTPException, ValueError) as exc:
+            answered = answered or not _is_unreachable(exc)
             failures.append(f"{base}: {_describe(exc)}")
         finally:
             if os.path.exists(temporary):
                 os.remove(temporary)
     error = MNISTChecksumError if checksum_failed else MNISTDownloadError
+    # Advice that fits: "connect" only when no mirror could be reached; a mirror that answered
+    # with the wrong bytes or an error needs replacing, not a connection.
+    advice = "" if answered or not failures else "connect to the internet, "
     raise error(
         f"MNIST could not be downloaded: no mirror delivered a valid {name} "
-        f"({'; '.join(failures) or f'no mirrors: {MIRRORS_ENV} is empty'}); connect to the "
-        f"internet, set {MIRRORS_ENV} to mirrors that serve the official files, or set "
+        f"({'; '.join(failures) or f'no mirrors: {MIRRORS_ENV} is empty'}); {advice}"
+        f"set {MIRRORS_ENV} to mirrors that serve the official files, or set "
         f"{MNIST_DIR_ENV} to a folder holding the four IDX files."
     ) from None
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    """True when the error says the mirror could not be reached (no answer), not that it answered
+    with an error or with bad bytes."""
+    if isinstance(exc, urllib.error.HTTPError | http.client.HTTPException | ValueError):
+        return False
+    return isinstance(exc, OSError)
 
 
 def _fetch(url: str, out: Any, timeout: tuple[float, float], progress: bool) -> None:
@@ -593,7 +602,7 @@ def _decode_image(image: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# Preprocessing and batching
+# Preprocessing
 # ---------------------------------------------------------------------------
 
 
@@ -604,70 +613,3 @@ def normalise_images(images: np.ndarray) -> np.ndarray:
     values on zero is the preprocessing used in the reference text.
     """
     return images.astype(np.float32) * np.float32(2.0 / 255.0) - np.float32(1.0)
-
-
-def num_batches(n: int, batch_size: int, drop_last: bool) -> int:
-    """Number of batches `iterate_batches` yields for ``n`` examples."""
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    return n // batch_size if drop_last else -(-n // batch_size)
-
-
-_SHIFT_STREAM = 1  # a third seed word keeps the shifts independent of the shuffling order
-
-
-def random_shift(images: np.ndarray, max_shift: int, rng: np.random.Generator) -> np.ndarray:
-    """Translate each (H, W) image by its own random whole-pixel offset in ``[-max_shift, max_shift]``
-    along each axis, filling the uncovered border with zeros (the background of MNIST).
-
-    A patch-based model has no built-in translation invariance: a digit moved by two pixels falls on
-    the patch grid differently and meets different position embeddings. Showing it shifted copies
-    teaches what a convolution would have known.
-    """
-    if max_shift < 0:
-        raise ValueError(f"max_shift must be non-negative, got {max_shift}.")
-    if images.ndim != 3:
-        raise ValueError(f"expected images of shape (N, H, W), got {images.shape}.")
-    n, height, width = images.shape
-    if max_shift == 0:
-        return images
-    if 2 * max_shift >= min(height, width):
-        raise ValueError(f"max_shift {max_shift} is too large for {height}x{width} images.")
-    padded = np.pad(images, ((0, 0), (max_shift, max_shift), (max_shift, max_shift)))
-    # windows[i, a, b] is the (H, W) crop whose top-left corner is at (a, b) of the padded image i.
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (height, width), axis=(1, 2))
-    rows = rng.integers(0, 2 * max_shift + 1, n)
-    cols = rng.integers(0, 2 * max_shift + 1, n)
-    return np.ascontiguousarray(windows[np.arange(n), rows, cols])
-
-
-def iterate_batches(
-    images: np.ndarray,
-    labels: np.ndarray,
-    batch_size: int,
-    *,
-    seed: int,
-    epoch: int = 0,
-    shuffle: bool = True,
-    drop_last: bool = True,
-    max_shift: int = 0,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield ``(images_batch, labels_batch)`` for one epoch.
-
-    The order is a permutation drawn from ``np.random.default_rng((seed,
-    epoch))``: the same ``seed`` and ``epoch`` always give the same order, and
-    each epoch gets a fresh one. With ``drop_last=True`` the final incomplete
-    batch is skipped, so every batch has exactly ``batch_size`` examples
-    (fixed shapes avoid recompiling jitted JAX functions). With ``max_shift``
-    each batch's images are moved by `random_shift`, with offsets drawn from
-    ``(seed, epoch)`` too, so an epoch is reproducible to the pixel.
-    """
-    n = len(images)
-    if len(labels) != n:
-        raise ValueError(f"images and labels differ in length: {n} vs {len(labels)}.")
-    count = num_batches(n, batch_size, drop_last)
-    order = np.random.default_rng((seed, epoch)).permutation(n) if shuffle else np.arange(n)
-    shifts = np.random.default_rng((seed, epoch, _SHIFT_STREAM))
-    for b in range(count):
-        idx = order[b * batch_size : (b + 1) * batch_size]
-        yield random_shift(images[idx], max_shift, shifts), labels[idx]

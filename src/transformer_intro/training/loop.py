@@ -36,21 +36,13 @@ def batch_key(seed: int, step) -> jax.Array:
 
 
 @eqx.filter_jit
-def run_steps(
-    model,
-    opt_state,
-    task,
-    first_step,
-    *,
-    recipe: Recipe,
-    optimiser,
-    count: int,
-    placement: parallel.Placement | None = None,
-):
+def run_steps(model, opt_state, task, first_step, *, recipe: Recipe, count: int, placement=None):
     """``count`` training steps from step ``first_step``, compiled into one ``lax.scan``.
 
-    Returns the model, the optimiser state, and each step's loss and metrics.
+    Returns the model, the optimiser state, and each step's loss and metrics. The optimiser is
+    built from the recipe inside, so equal recipes share one compilation.
     """
+    optimiser = recipe.optimiser()
     params, static = eqx.partition(model, eqx.is_array)
 
     def step(carry, t):
@@ -167,9 +159,8 @@ def fit(
             model,
             opt_state,
             task,
-            jnp.int32(step),
+            np.int32(step),
             recipe=recipe,
-            optimiser=optimiser,
             count=count,
             placement=placement,
         )

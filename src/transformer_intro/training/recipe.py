@@ -98,12 +98,9 @@ class Recipe:
             if self.warmup_steps == 0:
                 return optax.constant_schedule(self.learning_rate)
             return optax.linear_schedule(0.0, self.learning_rate, self.warmup_steps)
+        warmup = max(self.warmup_steps, 1)  # Optax needs at least one warm-up step
         return optax.warmup_cosine_decay_schedule(
-            0.0,
-            self.learning_rate,
-            max(self.warmup_steps, 1),
-            max(self.steps, self.warmup_steps + 1),
-            self.final_learning_rate,
+            0.0, self.learning_rate, warmup, max(self.steps, warmup + 1), self.final_learning_rate
         )
 
     def optimiser(self) -> optax.GradientTransformation:
