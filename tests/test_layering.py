@@ -17,10 +17,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_intro"
 LAYERS = {
     "attention": 0, "mlp": 0, "normalisation": 0, "positions": 0, "tokenisers": 0,
-    "precision": 0, "datasets": 0,
+    "precision": 0, "datasets": 0, "bpe": 0,
+    "explore": 0,  # figures: draws arrays it is given, imports nothing of the package
     "block": 1,
     "relations": 2,
     "models": 3,
+    "pretrained": 3,  # pretrained models, built from the layers
     "parallel": 4,
     "tasks": 5,
     "training": 5,  # tasks name their recipes; training's multi-process demo trains a task
