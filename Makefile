@@ -38,7 +38,7 @@ browser: book
 		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser; \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
 
-test: unit nbval browser
+test: lint unit nbval browser
 
 # For a machine with a GPU: the unit tests, then every chapter's code cells in a plain Python
 # process (no Jupyter), with per-chapter counts of the cells that pass and fail.

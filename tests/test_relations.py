@@ -283,7 +283,7 @@ def test_hopfield_energy_never_rises():
     patterns = normal(0, (10, 32))
     for beta in (0.02, 0.1, 1.0):
         iterates = hopfield_iterates(normal(1, (32,)), patterns, beta, 8)
-        energies = jax.vmap(lambda s: hopfield_energy(s, patterns, beta))(iterates)
+        energies = jax.vmap(lambda s, beta=beta: hopfield_energy(s, patterns, beta))(iterates)
         assert jnp.all(jnp.diff(energies) <= 1e-4 * (1 + jnp.abs(energies[:-1])))
         assert jnp.all(energies >= -1e-4)
 

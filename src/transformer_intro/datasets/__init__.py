@@ -10,3 +10,13 @@ from .mnist import (
     MNISTUnavailableError,
     load_mnist,
 )
+
+__all__ = [
+    "MNISTChecksumError",
+    "MNISTDownloadError",
+    "MNISTError",
+    "MNISTFileNotFoundError",
+    "MNISTFormatError",
+    "MNISTUnavailableError",
+    "load_mnist",
+]
