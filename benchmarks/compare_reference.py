@@ -105,14 +105,17 @@ def main() -> None:
         for name, values in rates.items():
             median = np.median(values)
             print(
-                f"  {name:26s} {median:8.1f} images/s   ratio to tensorflow {median / baseline:5.2f}x"
-                f"   (range {min(values):.1f}-{max(values):.1f})   {median * flops / 1e9:5.0f} GFLOP/s"
+                f"  {name:26s} {median:8.1f} images/s   "
+                f"ratio to tensorflow {median / baseline:5.2f}x"
+                f"   (range {min(values):.1f}-{max(values):.1f})   "
+                f"{median * flops / 1e9:5.0f} GFLOP/s"
             )
         print_peak_table(products, batch_size)
         peak = best_rate(products, "float32")
         needed = 2 * baseline * flops / 1e9
         print(
-            f"  twice tensorflow, {2 * baseline:.0f} images/s, needs {needed:.0f} GFLOP/s sustained: "
+            f"  twice tensorflow, {2 * baseline:.0f} images/s, "
+            f"needs {needed:.0f} GFLOP/s sustained: "
             f"{needed / peak:.0%} of the best float32 product rate above ({peak:.0f} GFLOP/s)"
         )
 

@@ -6,7 +6,8 @@ decoding on the 2,000 held-out dates, and the teacher-forced per-character accur
 on the machine (under `flock /tmp/heavy.lock` here): the seconds are only as good as the machine
 is quiet.
 
-    python benchmarks/dates_time_to_accuracy.py [--steps 400 850] [--set token_dim=48] [--train learning_rate=3e-3]
+    python benchmarks/dates_time_to_accuracy.py [--steps 400 850] [--set token_dim=48] \\
+        [--train learning_rate=3e-3]
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def main() -> None:
     )
     print(f"model {model_options}, recipe {recipe}")
     print(
-        f"{'steps':>6s} {'seconds':>8s} {'exact match':>12s} {'per character':>14s} {'parameters':>11s}"
+        f"{'steps':>6s} {'seconds':>8s} {'exact match':>12s} "
+        f"{'per character':>14s} {'parameters':>11s}"
     )
     for steps in args.steps:
         model = EncoderDecoder(

@@ -2,7 +2,8 @@
 second against the bare compiled steps' at the same batch size, on the current machine, in one
 run. Prints figures; asserts nothing.
 
-    python benchmarks/fit_throughput.py [--config default] [--batch-size 64] [--steps 300] [--rounds 3]
+    python benchmarks/fit_throughput.py [--config default] [--batch-size 64] [--steps 300] \\
+        [--rounds 3]
 
 Two contenders, timed in turn in each round so that other load on the machine hits both alike:
 

@@ -70,7 +70,10 @@ def matmul_gflops(layout: str, m: int, k: int, n: int, dtype: str, seconds: floa
 
 
 def train_step_flops_per_image(config: str, batch_size: int) -> float:
-    """FLOPs of the forward and backward pass per image, as XLA counts them for the compiled step."""
+    """FLOPs of the forward and backward pass per image.
+
+    As XLA counts them for the compiled step.
+    """
     model = VisionTransformer(config, key=jax.random.PRNGKey(0))
     params, static = eqx.partition(model, eqx.is_inexact_array)
     size = model.config.image_size
@@ -112,7 +115,8 @@ def print_peak_table(table: dict[tuple[str, str], float], batch_size: int) -> No
     )
     for case in dict.fromkeys(case for case, _ in table):
         print(
-            f"  {case:40s} float32 {table[case, 'float32']:6.0f}   bfloat16 {table[case, 'bfloat16']:6.0f}"
+            f"  {case:40s} float32 {table[case, 'float32']:6.0f}   "
+            f"bfloat16 {table[case, 'bfloat16']:6.0f}"
         )
 
 
@@ -128,10 +132,12 @@ def main() -> None:
     flops = train_step_flops_per_image("reference", args.batch_size)
     peak = best_rate(table, "float32")
     print(
-        f"\n`reference` train step: {flops / 1e9:.2f} GFLOP per image (XLA's count, forward + backward)"
+        f"\n`reference` train step: {flops / 1e9:.2f} GFLOP per image "
+        "(XLA's count, forward + backward)"
     )
     print(
-        f"  at the best float32 rate above, even with no other work: {peak * 1e9 / flops:.0f} images/s at most"
+        f"  at the best float32 rate above, even with no other work: "
+        f"{peak * 1e9 / flops:.0f} images/s at most"
     )
 
 

@@ -5,7 +5,8 @@ The clock counts training only (compilation included); the whole test set is eva
 ``--eval-every`` steps with the clock stopped (``fit(..., eval_every=n)``). Prints a line per
 evaluation and, for each target, when it was first reached and from when it was never lost again.
 
-    MNIST_DIR=../shared/data/mnist python benchmarks/time_to_accuracy.py [--config default] [--eval-every 100]
+    MNIST_DIR=../shared/data/mnist python benchmarks/time_to_accuracy.py [--config default] \\
+        [--eval-every 100]
     ... --set dim=96 num_blocks=4   # override ViTConfig fields
     ... --train learning_rate=3e-3 batch_size=128   # override fields of tasks.VIT_RECIPE
 """

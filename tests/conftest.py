@@ -23,5 +23,8 @@ def pytest_addoption(parser):
         "--run-browser",
         action="store_true",
         default=False,
-        help="run the headless-Chromium test of the built HTML book (tests/browser; needs `make book`)",
+        help=(
+            "run the headless-Chromium test of the built HTML book "
+            "(tests/browser; needs `make book`)"
+        ),
     )

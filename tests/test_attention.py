@@ -1,4 +1,7 @@
-"""Attention: the properties the text states, and cross-checks against independent implementations."""
+"""Attention: the properties the text states.
+
+Also cross-checks against independent implementations.
+"""
 
 import equinox as eqx
 import jax

@@ -1,4 +1,7 @@
-"""Tests for transformer_intro.datasets.mnist: IDX reading/validation, the TFDS fallback, batching."""
+"""Tests for transformer_intro.datasets.mnist.
+
+IDX reading/validation, the TFDS fallback, batching.
+"""
 
 from __future__ import annotations
 

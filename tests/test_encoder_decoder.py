@@ -42,7 +42,10 @@ def small_model(max_source_length=dates.MAX_SOURCE_LENGTH + 8, seed=0):
 
 
 def unmasked(model):
-    """The same weights with the padding id set to one no token has: every mask lets padding through."""
+    """The same weights with the padding id set to one no token has.
+
+    Every mask lets padding through.
+    """
     leaky = copy.copy(model)
     # The configuration is a static field, which eqx.tree_at cannot replace.
     object.__setattr__(leaky, "config", model.config.replace(pad_id=-1))
@@ -67,7 +70,7 @@ def logits_and_decoded(model, sources, target_inputs):
     return logits, decoded
 
 
-# --- padding ----------------------------------------------------------------------------------------
+# --- padding --------------------------------------------------------------------------------------
 
 
 def test_more_source_padding_changes_nothing(model, batch):
@@ -115,7 +118,7 @@ def test_loss_is_the_mean_cross_entropy_of_the_real_targets(model, batch):
     np.testing.assert_allclose(loss, -picked[real].mean(), rtol=1e-5)
 
 
-# --- causality and cross-attention -------------------------------------------------------------------
+# --- causality and cross-attention ----------------------------------------------------------------
 
 
 def test_decoder_is_causal_in_its_own_outputs(model, batch):
@@ -155,7 +158,7 @@ def test_cross_attention_weights_sum_to_one_over_the_real_source_tokens(model, b
     assert leaky[:, :, ~real[1]].sum(axis=2).min() > 1e-2
 
 
-# --- the fast path and decoding ------------------------------------------------------------------------
+# --- the fast path and decoding -------------------------------------------------------------------
 
 
 def test_batched_equals_vmap_of_one_example(model, batch):
@@ -179,7 +182,7 @@ def test_greedy_decoding_takes_the_argmax_given_its_own_outputs(model, batch):
     np.testing.assert_array_equal(np.asarray(logits).argmax(-1), generated)
 
 
-# --- the data ---------------------------------------------------------------------------------------
+# --- the data -------------------------------------------------------------------------------------
 
 
 def test_every_format_names_the_right_date():

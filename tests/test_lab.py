@@ -94,7 +94,8 @@ def lab(tmp_path_factory):
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
                     pytest.fail(
-                        f"jupyter lab did not answer within {STARTUP_TIMEOUT:.0f} s:\n{server.log_tail()}"
+                        f"jupyter lab did not answer within {STARTUP_TIMEOUT:.0f} s:\n"
+                        f"{server.log_tail()}"
                     )
                 time.sleep(0.5)
         yield server

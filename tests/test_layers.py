@@ -149,7 +149,7 @@ def test_block_rejects_unknown_residual():
         TransformerBlock(D, 2, 16, residual="output", key=jax.random.PRNGKey(0))
 
 
-# --- tokenisers -------------------------------------------------------------------------------------
+# --- tokenisers -----------------------------------------------------------------------------------
 
 
 def test_discrete_tokeniser_looks_up_rows():
@@ -196,7 +196,7 @@ def test_patch_size_that_does_not_divide_image_raises():
         patchify(jnp.ones((1, 28, 28)), 3)
 
 
-# --- positions ---------------------------------------------------------------------------------------
+# --- positions ------------------------------------------------------------------------------------
 
 
 def test_sinusoidal_embeddings_formula():

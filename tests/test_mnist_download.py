@@ -1,6 +1,8 @@
-"""The MNIST download, against real HTTP servers on 127.0.0.1: a good mirror fills the per-user cache
-and is not asked again; a corrupt file, a connection cut mid-file and a server that never answers
-each raise a named error and leave the cache empty; a broken first mirror falls through to the next.
+"""The MNIST download, against real HTTP servers on 127.0.0.1.
+
+A good mirror fills the per-user cache and is not asked again; a corrupt file, a connection cut
+mid-file and a server that never answers each raise a named error and leave the cache empty; a
+broken first mirror falls through to the next.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 
 def _official_folder() -> Path | None:
-    """The official .gz files: ``MNIST_DIR`` if set, else ``../shared/data/mnist`` beside the repo."""
+    """The official .gz files.
+
+    ``MNIST_DIR`` if set, else ``../shared/data/mnist`` beside the repo.
+    """
     candidates = [
         os.environ.get("MNIST_DIR", ""),
         Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist",
@@ -42,7 +47,9 @@ def _official_folder() -> Path | None:
 OFFICIAL = _official_folder()
 needs_official = pytest.mark.skipif(
     OFFICIAL is None,
-    reason="the official MNIST .gz files are not here (set MNIST_DIR or provide ../shared/data/mnist)",
+    reason=(
+        "the official MNIST .gz files are not here (set MNIST_DIR or provide ../shared/data/mnist)"
+    ),
 )
 
 
@@ -75,8 +82,11 @@ class Server:
 def serving(
     files: dict[str, bytes], *, cut_after: int | None = None
 ) -> type[http.server.BaseHTTPRequestHandler]:
-    """A handler serving ``files`` at /mnist/<name>; with ``cut_after`` it announces the full length,
-    sends that many bytes and closes the connection."""
+    """A handler serving ``files`` at /mnist/<name>.
+
+    With ``cut_after`` it announces the full length, sends that many bytes and closes the
+    connection.
+    """
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -128,7 +138,10 @@ def closed_port_url() -> str:
 
 @pytest.fixture
 def env(monkeypatch, tmp_path: Path):
-    """No MNIST_DIR, no proxy, the cache under tmp_path; returns a function that sets the mirrors."""
+    """No MNIST_DIR, no proxy, the cache under tmp_path.
+
+    Returns a function that sets the mirrors.
+    """
     monkeypatch.delenv("MNIST_DIR", raising=False)
     for name in (
         "http_proxy",

@@ -143,7 +143,10 @@ def tf32_matmul(a, b):
 
 
 def largest_miss(y, reference):
-    """Largest |y - ref| beyond the allowance atol + rtol |ref| of the identity tests (> 0: fails)."""
+    """Largest |y - ref| beyond the allowance atol + rtol |ref| of the identity tests.
+
+    A value > 0 means the test fails.
+    """
     excess = np.abs(np.asarray(y, np.float64) - reference) - IDENTITY_TOL * (1 + np.abs(reference))
     return excess.max()
 

@@ -168,7 +168,8 @@ def test_device_shift_equals_the_shift_by_hand():
     shifted = np.asarray(shift_images(jnp.asarray(images), jnp.stack([rows, cols], axis=1), 2))
     reference = np.stack([shift_by_hand(i, r, c, 2) for i, r, c in zip(images, rows, cols)])
     np.testing.assert_array_equal(shifted, reference)
-    # Negative control: rows and columns swapped is another translation, which the check tells apart.
+    # Negative control: rows and columns swapped is another translation, which the check tells
+    # apart.
     swapped = np.asarray(shift_images(jnp.asarray(images), jnp.stack([cols, rows], axis=1), 2))
     assert not np.array_equal(swapped, reference)
     # Offsets (2, 2) leave the image in place; max_shift 0 is no shift at all.

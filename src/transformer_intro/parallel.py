@@ -136,7 +136,8 @@ def _check_spec(name: str, shape: tuple[int, ...], spec: P, mesh: Mesh) -> None:
         for axis_name in axes:
             if axis_name not in mesh.shape:
                 raise ValueError(
-                    f"{name}: mesh axis {axis_name!r} does not exist; the mesh has axes {tuple(mesh.shape)}"
+                    f"{name}: mesh axis {axis_name!r} does not exist; "
+                    f"the mesh has axes {tuple(mesh.shape)}"
                 )
         parts = int(np.prod([mesh.shape[a] for a in axes]))
         if shape[axis] % parts:
@@ -188,7 +189,8 @@ def shard_batch(mesh: Mesh, batch, *, process_local: bool = False):
     """
     if DATA not in mesh.shape:
         raise ValueError(
-            f"the mesh has no {DATA!r} axis to split the batch over; its axes are {tuple(mesh.shape)}"
+            f"the mesh has no {DATA!r} axis to split the batch over; "
+            f"its axes are {tuple(mesh.shape)}"
         )
     sharding = NamedSharding(mesh, P(DATA))
 

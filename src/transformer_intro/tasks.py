@@ -93,15 +93,21 @@ def _cross_entropy(logits: Array, labels: Array) -> Array:
 
 
 def prepare_images(images: Array) -> Float[Array, "B 1 H W"]:
-    """uint8 (B, H, W) in [0, 255] to float32 (B, 1, H, W) in [-1, 1], as the reference scales them."""
+    """uint8 (B, H, W) in [0, 255] to float32 (B, 1, H, W) in [-1, 1].
+
+    Scaled as the reference scales them.
+    """
     return (images.astype(jnp.float32) * (2.0 / 255.0) - 1.0)[:, None]
 
 
 def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> Array:
-    """Translate image i of a (B, H, W) batch so that its (H, W) window starts at row ``offsets[i, 0]``
-    and column ``offsets[i, 1]`` of the image padded with ``max_shift`` zeros on every side.
+    """Translate each image of a (B, H, W) batch within its zero-padded frame.
 
-    Offsets run from 0 to ``2 * max_shift``; ``(max_shift, max_shift)`` leaves the image where it is.
+    Image i's (H, W) window starts at row ``offsets[i, 0]`` and column ``offsets[i, 1]`` of the
+    image padded with ``max_shift`` zeros on every side.
+
+    Offsets run from 0 to ``2 * max_shift``; ``(max_shift, max_shift)`` leaves the image where it
+    is.
     """
     if images.ndim != 3:
         raise ValueError(f"expected images of shape (B, H, W), got {images.shape}")
@@ -364,7 +370,10 @@ class SequenceToSequence(eqx.Module):
         return loss, {"accuracy": accuracy}
 
     def evaluate(self, model) -> dict[str, float]:
-        """Exact match of greedy decoding, teacher-forced loss and per-token accuracy on the test pairs."""
+        """Exact match of greedy decoding, teacher-forced loss and per-token accuracy.
+
+        All measured on the test pairs.
+        """
         if self.test is None:
             raise ValueError("this task has no test pairs to evaluate on")
         exact, loss, accuracy = _sequence_figures(self, model)

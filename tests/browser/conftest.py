@@ -30,7 +30,8 @@ CHROMIUM_FLAGS = [
     "--disable-quic",
     "--no-first-run",
     "--no-default-browser-check",
-    # Without these Chromium keeps trying to reach Google services, which this closed network refuses.
+    # Without these Chromium keeps trying to reach Google services, which this closed network
+    # refuses.
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
@@ -123,7 +124,8 @@ def driver():
     chromedriver = shutil.which("chromedriver")
     if not chromium or not chromedriver:
         pytest.fail(
-            "--run-browser needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+            "--run-browser needs chromium and chromedriver "
+            "(apt-get install chromium chromium-driver)"
         )
 
     options = webdriver.ChromeOptions()

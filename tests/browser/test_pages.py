@@ -141,7 +141,10 @@ EXTERNAL = re.compile(
 
 
 def find_broken_links(root: Path, page: str) -> list[str]:
-    """Local links of ``root/page`` whose file does not exist or whose #anchor is not in its target."""
+    """Local links of ``root/page`` that are broken.
+
+    Those whose file does not exist or whose #anchor is not in its target.
+    """
     root = Path(root).resolve()
     source = root / page
     parsed = _parse(source)
@@ -255,7 +258,7 @@ return {
   text: parts.join("\n"),
   height: Math.ceil(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)),
 };
-"""
+"""  # noqa: E501 (JavaScript: lines kept whole)
 
 IMAGES_SETTLED = r"""
 document.querySelectorAll('img[loading="lazy"]').forEach((img) => { img.loading = "eager"; });
@@ -377,7 +380,10 @@ def test_page(page, html_dir, book_server, driver, screenshot_dir):
 
 @pytest.mark.browser
 def test_mathjax_is_served_locally(html_dir):
-    """Pages with math load the vendored MathJax; no page loads a script or stylesheet from elsewhere."""
+    """Pages with math load the vendored MathJax.
+
+    No page loads a script or stylesheet from elsewhere.
+    """
     assert (html_dir / "_static" / "mathjax" / "tex-mml-chtml.js").is_file()
     assert (html_dir / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
     with_math = 0
@@ -419,9 +425,11 @@ def test_detector_broken_links(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "target.html").write_text('<h1 id="there">T</h1>', encoding="utf8")
     (tmp_path / "sub" / "page.html").write_text(
-        '<p id="here"><a href="#here">ok</a> <a href="target.html#there">ok</a> <a href="https://x.org/y">ext</a>'
+        '<p id="here"><a href="#here">ok</a> <a href="target.html#there">ok</a> '
+        '<a href="https://x.org/y">ext</a>'
         ' <a href="#nowhere">bad anchor</a> <a href="target.html#gone">bad remote anchor</a>'
-        ' <a href="missing.html">missing page</a> <img src="../img/missing.png"> <a href="../../out.html">out</a></p>',
+        ' <a href="missing.html">missing page</a> <img src="../img/missing.png"> '
+        '<a href="../../out.html">out</a></p>',
         encoding="utf8",
     )
     problems = find_broken_links(tmp_path, "sub/page.html")

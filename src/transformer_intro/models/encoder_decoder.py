@@ -265,7 +265,10 @@ class EncoderDecoder(eqx.Module):
     def cross_attention_weights(
         self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]
     ) -> Float[Array, "L H M N"]:
-        """Every decoder layer's cross-attention matrices ``A_h[m, n]`` (target n reads source m)."""
+        """Every decoder layer's cross-attention matrices ``A_h[m, n]``.
+
+        Target n reads source m.
+        """
         memory, source_is_real = self.encode(source), source != self.pad_id
         y = self.target_positions(self.target_embedding(target_inputs))
         weights = []
@@ -335,16 +338,18 @@ class EncoderDecoder(eqx.Module):
         _, generated = jax.lax.fori_loop(0, length, step, (buffer, generated))
         return generated
 
-    # -- checks --------------------------------------------------------------------------------------
+    # -- checks ------------------------------------------------------------------------------------
 
     def _check_source(self, length: int) -> None:
         if length > self.max_source_length:
             raise ValueError(
-                f"source of {length} tokens is longer than the {self.max_source_length} the model reads"
+                f"source of {length} tokens is longer than the "
+                f"{self.max_source_length} the model reads"
             )
 
     def _check_target(self, length: int) -> None:
         if length > self.max_target_length:
             raise ValueError(
-                f"target of {length} tokens is longer than the {self.max_target_length} the model writes"
+                f"target of {length} tokens is longer than the "
+                f"{self.max_target_length} the model writes"
             )

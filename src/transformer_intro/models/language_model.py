@@ -125,7 +125,8 @@ class LanguageModel(eqx.Module):
             raise ValueError("the context is empty: give the model at least one symbol")
         if start + n > self.config.window:
             raise ValueError(
-                f"a context of {start + n} symbols is longer than the model's window of {self.config.window}"
+                f"a context of {start + n} symbols is longer than the model's window of "
+                f"{self.config.window}"
             )
 
     def embed(
@@ -152,7 +153,10 @@ class LanguageModel(eqx.Module):
         return self.readout(x)
 
     def batched(self, symbols: Int[Array, "B N"]) -> Float[Array, "B N V"]:
-        """``jax.vmap(self)(symbols)`` through the blocks' fast batched paths; what training uses."""
+        """``jax.vmap(self)(symbols)`` through the blocks' fast batched paths.
+
+        This is what training uses.
+        """
         self._check(symbols)
         x = jax.vmap(self.embed)(symbols)
         mask = causal_mask(symbols.shape[1])
@@ -180,7 +184,10 @@ class LanguageModel(eqx.Module):
     def extend(
         self, symbols: Int[Array, " T"], cache: tuple, start: Int[Array, ""] | int
     ) -> tuple[Float[Array, "T V"], tuple]:
-        """Logits for T new symbols at positions ``start, ...``, the earlier ones read from ``cache``."""
+        """Logits for T new symbols at positions ``start, ...``.
+
+        The earlier ones are read from ``cache``.
+        """
         x = self.embed(symbols, start)
         new_cache = []
         for block, block_cache in zip(self.blocks, cache):
@@ -358,7 +365,10 @@ def time_generation(
     repeats: int = 3,
     **options,
 ) -> float:
-    """Best-of-``repeats`` seconds to generate ``num_symbols`` symbols, after one call that compiles."""
+    """Best-of-``repeats`` seconds to generate ``num_symbols`` symbols.
+
+    Timed after one call that compiles.
+    """
     generate(model, prompt, num_symbols, key, cache=cache, **options).block_until_ready()
     best = math.inf
     for _ in range(repeats):

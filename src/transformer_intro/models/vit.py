@@ -65,7 +65,8 @@ class ViTConfig:
             )
         if self.num_blocks < 1:
             raise ValueError(
-                f"a ViT needs at least one block for the class token to read the patches, got num_blocks={self.num_blocks}"
+                "a ViT needs at least one block for the class token to read the patches, "
+                f"got num_blocks={self.num_blocks}"
             )
         if self.qk_activation not in ACTIVATIONS:
             raise ValueError(

@@ -91,6 +91,9 @@ def rankings(scores: Float[Array, "Nin Nout"]) -> Int[Array, "Nin Nout"]:
 
 
 def is_static(scores: Float[Array, "Nin Nout"]) -> bool:
-    """True when every query ranks the inputs in the same order (Brody et al.'s static attention)."""
+    """True when every query ranks the inputs in the same order.
+
+    This is Brody et al.'s static attention.
+    """
     order = rankings(scores)
     return bool(jnp.all(order == order[:, :1]))

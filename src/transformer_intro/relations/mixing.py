@@ -44,7 +44,10 @@ def fourier_matrices(size: int) -> tuple[Float[Array, "M M"], Float[Array, "M M"
 
 
 def fourier_mixing(x: Float[Array, "N D"]) -> Float[Array, "N D"]:
-    """FNet's mixing ``Re(F_N x F_D) = C_N x C_D - S_N x S_D``, written as two real matrix products."""
+    """FNet's mixing ``Re(F_N x F_D) = C_N x C_D - S_N x S_D``.
+
+    Written as two real matrix products.
+    """
     cos_n, sin_n = fourier_matrices(x.shape[0])
     cos_d, sin_d = fourier_matrices(x.shape[1])
     return cos_n @ x @ cos_d - sin_n @ x @ sin_d

@@ -1,5 +1,8 @@
-"""How a model is trained: the optimiser, its learning-rate schedule, which parameters weight decay
-applies to, clipping, the batch size and number of steps, and how steps are grouped on the device."""
+"""How a model is trained.
+
+The optimiser, its learning-rate schedule, which parameters weight decay applies to, clipping, the
+batch size and number of steps, and how steps are grouped on the device.
+"""
 
 from __future__ import annotations
 
