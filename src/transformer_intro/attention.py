@@ -29,6 +29,22 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from .normalisation import RMSNorm
 from .positions import rotate_pairs
 
+__all__ = [
+    "MultiHeadAttention",
+    "MultiHeadSelfAttention",
+    "SelfAttention",
+    "SharedProjectionAttention",
+    "attend",
+    "attention_weights",
+    "causal_mask",
+    "dot_product_attention_weights",
+    "from_equinox",
+    "padding_mask",
+    "qkv_attention",
+    "qkv_weights",
+    "to_equinox",
+]
+
 # ---------------------------------------------------------------------------------------------
 # Attention weights
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,17 @@ from pathlib import Path
 
 import regex
 
+__all__ = [
+    "BytePairEncoding",
+    "FORMAT",
+    "GPT2_ENCODER_JSON_SHA256",
+    "GPT2_END_OF_TEXT",
+    "GPT2_PATTERN",
+    "GPT2_VOCAB_BPE_SHA256",
+    "gpt2_byte_alphabet",
+    "gpt2_byte_characters",
+]
+
 # GPT-2's pre-splitting pattern as tiktoken writes it (``r50k_pat_str``): contractions, an optional
 # space then letters, an optional space then digits, an optional space then other symbols, and
 # whitespace (a run of spaces keeps its last space for the word that follows).

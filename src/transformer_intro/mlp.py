@@ -8,6 +8,8 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+__all__ = ["GatedMLP", "MLP"]
+
 
 class MLP(eqx.Module):
     """``x_n ↦ W_L σ(... σ(W_1 x_n + b_1) ...) + b_L`` for a single token ``x_n``.

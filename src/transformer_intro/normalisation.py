@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+__all__ = ["LayerNorm", "RMSNorm"]
+
 
 class LayerNorm(eqx.Module):
     """``x̄_d = (x_d - μ(x)) / σ(x) · γ_d + β_d`` for one token x (Ba et al. 2016).

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+__all__ = ["PositionEmbedding", "half_to_interleaved", "rotate_pairs", "sinusoidal_embeddings"]
+
 
 def sinusoidal_embeddings(
     num_positions: int, dim: int, *, base: float = 10_000.0

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+__all__ = ["TF32_MANTISSA_BITS", "round_to_tf32"]
+
 TF32_MANTISSA_BITS = 10
 _DROPPED_BITS = 23 - TF32_MANTISSA_BITS
 

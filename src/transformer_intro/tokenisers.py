@@ -11,6 +11,17 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 # Subword tokens live in their own module; they belong beside Vocabulary, so re-export them here.
 from transformer_intro.bpe import GPT2_PATTERN, BytePairEncoding  # noqa: F401
 
+__all__ = [
+    "BytePairEncoding",
+    "ContinuousTokeniser",
+    "DiscreteTokeniser",
+    "GPT2_PATTERN",
+    "PatchTokeniser",
+    "Vocabulary",
+    "check_patch_size",
+    "patchify",
+]
+
 
 class DiscreteTokeniser(eqx.Module):
     """``x_n = z_{s_n}``: symbol ``s_n ∈ {0, ..., K-1}`` looks up row ``s_n`` of a learned

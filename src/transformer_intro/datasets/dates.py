@@ -42,6 +42,38 @@ import numpy as np
 
 from ..tokenisers import Vocabulary
 
+__all__ = [
+    "END",
+    "END_ID",
+    "FORMATS",
+    "HELD_OUT_FORMATS",
+    "HELD_OUT_SEED",
+    "HELD_OUT_YEARS",
+    "ISO_LENGTH",
+    "MAX_SOURCE_LENGTH",
+    "MONTHS",
+    "PAD",
+    "PAD_ID",
+    "SOURCE_VOCABULARY",
+    "SPECIALS",
+    "START",
+    "START_ID",
+    "TARGET_LENGTH",
+    "TARGET_VOCABULARY",
+    "TRAIN_FORMATS",
+    "TRAIN_YEARS",
+    "UNSEEN_CENTURY_YEARS",
+    "WEEKDAYS",
+    "YEARS",
+    "decode_target",
+    "encode_sources",
+    "encode_targets",
+    "load_splits",
+    "load_test_sets",
+    "make_pairs",
+    "ordinal",
+]
+
 PAD, START, END = "<pad>", "<start>", "<end>"
 SPECIALS = (PAD, START, END)
 PAD_ID, START_ID, END_ID = 0, 1, 2

@@ -10,6 +10,8 @@ from __future__ import annotations
 import lzma
 from importlib import resources
 
+__all__ = ["VALIDATION_PLAYS", "load_play", "load_shakespeare", "play_names"]
+
 # About 10% of the characters, chosen once and fixed: two tragedies, two comedies.
 VALIDATION_PLAYS: tuple[str, ...] = ("hamlet", "macbeth", "tempest", "twelfth_night")
 

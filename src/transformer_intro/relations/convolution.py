@@ -20,6 +20,14 @@ from jaxtyping import Array, Float
 
 from ..attention import attend, attention_weights
 
+__all__ = [
+    "convolution",
+    "convolution_as_attention",
+    "grid_positions",
+    "kernel_offsets",
+    "quadratic_position_bias",
+]
+
 
 def grid_positions(shape: tuple[int, ...]) -> Float[Array, "N d"]:
     """Integer coordinates of every cell of a grid, one row per cell, in row-major order."""

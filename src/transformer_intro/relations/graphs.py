@@ -22,6 +22,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+__all__ = [
+    "adjacency_mask",
+    "edge_softmax_attention",
+    "gat_scores",
+    "gatv2_scores",
+    "is_static",
+    "rankings",
+]
+
 
 def adjacency_mask(
     senders: Int[Array, " E"], receivers: Int[Array, " E"], num_nodes: int

@@ -20,6 +20,8 @@ from jaxtyping import Array, Float
 
 from ..attention import attend, attention_weights
 
+__all__ = ["attention_update", "hopfield_energy", "hopfield_iterates", "hopfield_update"]
+
 
 def hopfield_energy(
     state: Float[Array, " D"], patterns: Float[Array, "N D"], beta: float

@@ -17,6 +17,8 @@ from jaxtyping import Array, Float
 
 from ..attention import attend, attention_weights
 
+__all__ = ["gaussian_kernel", "kernel_regression_attention", "nadaraya_watson"]
+
 
 def gaussian_kernel(
     inputs: Float[Array, "Nin D"], queries: Float[Array, "Nout D"], bandwidth: float

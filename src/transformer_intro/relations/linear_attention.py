@@ -21,6 +21,16 @@ from jaxtyping import Array, Float
 
 from ..attention import attend, causal_mask
 
+__all__ = [
+    "decay_mask",
+    "elu_plus_one",
+    "gated_linear_recurrence",
+    "linear_attention",
+    "linear_attention_recurrence",
+    "linear_attention_weights",
+    "masked_linear_attention",
+]
+
 
 def elu_plus_one(x: Array) -> Array:
     """The feature map of Katharopoulos et al., positive everywhere: elu(x) + 1."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+__all__ = ["fourier_matrices", "fourier_mixing", "mixing_bias"]
+
 
 def mixing_bias(mixing: Float[Array, "N N"], *, atol: float = 1e-5) -> Float[Array, "N N"]:
     """The score bias B with ``softmax_{n'}(B) = M``: ``B = log M``.
