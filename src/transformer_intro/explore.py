@@ -42,9 +42,11 @@ class ExploreFigure:
         name: the figure's name, also its HTML id (``explore-<name>``).
         data: the JSON-ready dictionary the page's script reads.
         png: the static fallback as PNG bytes.
+        alt: the fallback image's alternative text.
     """
 
     def __init__(self, name: str, data: dict[str, Any], png: bytes, alt: str):
+        """Hold the parts as given; the two figure functions build and check them."""
         self.name = name
         self.data = data
         self.png = png
