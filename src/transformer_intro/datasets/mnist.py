@@ -455,7 +455,8 @@ def download_split(
 ) -> Path:
     """Make sure the split's two ``.gz`` files are in :func:`cache_dir`, downloading any missing.
 
-    A file already in the cache was checked when it arrived.
+    A file already in the cache was checked when it arrived. ``timeout`` and ``progress`` are as
+    in :func:`load_mnist`.
 
     Returns:
         The cache folder.

@@ -408,6 +408,14 @@ class EncoderDecoder(eqx.Module):
         decoder is causal, so positions not yet filled cannot change them, and the buffer's shape
         stays fixed for the compiler.
 
+        Args:
+            sources: B source sequences of ids, padded with ``pad_id``.
+            start_id: the id that starts every target.
+            length: how many tokens to generate; the longest target the model writes by default.
+
+        Returns:
+            The generated ids, (B, length).
+
         Raises:
             ValueError: if ``length`` is longer than the model writes.
         """
