@@ -78,6 +78,7 @@ class ExploreFigure:
         return {key: value for key, value in bundle.items() if not include or key in include}
 
     def __repr__(self) -> str:
+        """One line naming the figure: its ``text/plain`` view."""
         return f"<interactive figure {self.name!r} ({self.data['kind']})>"
 
 

@@ -86,6 +86,7 @@ class ViTConfig:
     position_init_scale: float = 0.02
 
     def __post_init__(self):
+        """Check the choices together, so that a bad one fails here and not deep in the model."""
         check_patch_size(self.image_size, self.image_size, self.patch_size)
         if self.head_dim is None and self.dim % self.num_heads:
             raise ValueError(
