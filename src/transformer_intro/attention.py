@@ -51,7 +51,10 @@ __all__ = [
 
 
 def causal_mask(num_tokens: int) -> Bool[Array, "N N"]:
-    """``mask[n', n]`` is True where output n may attend to input n', i.e. where n' <= n."""
+    """The causal mask of N tokens: ``mask[n', n]`` is True where n' <= n.
+
+    Output n may then attend to inputs n' = 1, ..., n only, never to a later token.
+    """
     return jnp.tril(jnp.ones((num_tokens, num_tokens), dtype=bool)).T
 
 
@@ -59,12 +62,12 @@ def padding_mask(is_real: Bool[Array, " M"], num_outputs: int | None = None) -> 
     """A mask that lets every output attend to the real (non-padding) inputs only.
 
     Args:
-        is_real: which of the M inputs are real tokens (True) rather than padding.
+        is_real: which of the M inputs n' are real tokens (True) rather than padding.
         num_outputs: N, the number of outputs that read them; defaults to M (self-attention).
             Cross-attention passes the number of target tokens.
 
     Returns:
-        ``mask[m, n] = is_real[m]``, shape (M, N).
+        ``mask[n', n] = is_real[n']``, shape (M, N): every column is the same.
     """
     num_outputs = is_real.shape[0] if num_outputs is None else num_outputs
     return jnp.broadcast_to(is_real[:, None], (is_real.shape[0], num_outputs))
@@ -93,6 +96,12 @@ def attention_weights(
             ``A = softmax_{n'}(k_n'ᵀ q_n + B[n', n])``; any array that broadcasts to (Nin, Nout),
             e.g. an (Nin, 1) column for a bias per key. Relative position encodings, learned
             content-free mixing and kernel regression are all such biases (book chapter 11).
+
+    Returns:
+        A, shape (Nin, Nout); each column sums to one over the inputs n'.
+
+    Raises:
+        ValueError: if keys and queries are not (N, K) arrays of one width K.
     """
     if keys.ndim != 2 or queries.ndim != 2 or keys.shape[1] != queries.shape[1]:
         raise ValueError(
@@ -132,22 +141,33 @@ class SharedProjectionAttention(eqx.Module):
     def __init__(
         self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray
     ):
+        """Draw U with Glorot-normal initialisation.
+
+        Args:
+            token_dim: D, the width of a token.
+            projection_dim: K, the width of the projected tokens ``U x_n``.
+            scaled: divide the scores by sqrt(K).
+            key: a PRNG key.
+        """
         self.projection = jax.nn.initializers.glorot_normal()(key, (projection_dim, token_dim))
         self.scaled = scaled
 
     def scores(self, x: Float[Array, "N D"]) -> Float[Array, "N N"]:
+        """The symmetric scores ``S[n', n] = x_n'ᵀ Uᵀ U x_n``, before any scaling or softmax."""
         projected = x @ self.projection.T
         return projected @ projected.T
 
     def attention_weights(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
     ) -> Float[Array, "N N"]:
+        """``A[n', n] = softmax_{n'}(x_n'ᵀ Uᵀ U x_n)``; ``mask`` as in :func:`attention_weights`."""
         projected = x @ self.projection.T
         return attention_weights(projected, projected, scaled=self.scaled, mask=mask)
 
     def __call__(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
     ) -> Float[Array, "N D"]:
+        """The attended tokens ``y_n = Σ_n' x_n' A[n', n]`` (maths: Y = X A)."""
         return attend(x, self.attention_weights(x, mask))
 
 
@@ -165,6 +185,14 @@ class SelfAttention(eqx.Module):
     def __init__(
         self, token_dim: int, projection_dim: int, *, scaled: bool = False, key: PRNGKeyArray
     ):
+        """Draw ``U_k`` and ``U_q`` independently, Glorot-normal.
+
+        Args:
+            token_dim: D, the width of a token.
+            projection_dim: K, the width of keys and queries.
+            scaled: divide the scores by sqrt(K).
+            key: a PRNG key.
+        """
         k_key, q_key = jax.random.split(key)
         init = jax.nn.initializers.glorot_normal()
         self.key_projection = init(k_key, (projection_dim, token_dim))
@@ -172,11 +200,13 @@ class SelfAttention(eqx.Module):
         self.scaled = scaled
 
     def scores(self, x: Float[Array, "N D"]) -> Float[Array, "N N"]:
+        """The scores ``S[n', n] = k_n'ᵀ q_n``, before any scaling or softmax."""
         return (x @ self.key_projection.T) @ (x @ self.query_projection.T).T
 
     def attention_weights(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
     ) -> Float[Array, "N N"]:
+        """``A[n', n] = softmax_{n'}(k_n'ᵀ q_n)``; ``mask`` as in :func:`attention_weights`."""
         keys = x @ self.key_projection.T
         queries = x @ self.query_projection.T
         return attention_weights(keys, queries, scaled=self.scaled, mask=mask)
@@ -184,6 +214,7 @@ class SelfAttention(eqx.Module):
     def __call__(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
     ) -> Float[Array, "N D"]:
+        """The attended tokens ``y_n = Σ_n' x_n' A[n', n]`` (maths: Y = X A)."""
         return attend(x, self.attention_weights(x, mask))
 
 
@@ -203,8 +234,8 @@ class MultiHeadAttention(eqx.Module):
     (self-attention); a ``mask`` restricts which inputs each output may read (causal language
     models, padding); ``context=C`` takes keys and values from a second sequence C instead, so the
     tokens X ask the queries and C answers them (cross-attention, ``Y = Σ_h V_h C A_h`` with
-    ``A_h[m, n] = softmax_m(k_mᵀ q_n)``, ``k_m = U_{k,h} c_m``). ``MultiHeadSelfAttention`` is the
-    same class under the name the text gives it.
+    ``A_h[n', n] = softmax_{n'}(k_n'ᵀ q_n)``, ``k_n' = U_{k,h} c_n'``). ``MultiHeadSelfAttention``
+    is the same class under the name the text gives it.
 
     Head h has its own key and query projections ``U_{k,h}``, ``U_{q,h}`` (K x D) and attention
     matrix ``A_h``, and a value map ``V_h`` (D x D). Two layouts of ``V_h`` are supported:
@@ -280,7 +311,8 @@ class MultiHeadAttention(eqx.Module):
         use_bias: bool = False,
         key: PRNGKeyArray,
     ):
-        """
+        """Draw every head's projections (Glorot-normal); biases, if any, start at zero.
+
         Args:
             token_dim: D, the width of a token.
             num_heads: H.
@@ -301,6 +333,10 @@ class MultiHeadAttention(eqx.Module):
             use_bias: a query bias per head and an output bias, initialised to zero (the only
                 biases that change the function, see above).
             key: a PRNG key.
+
+        Raises:
+            ValueError: if H < 1, D is not a multiple of H (without ``head_dim``), K is odd with
+                ``rotary``, H is not a multiple of G, or an option names no known choice.
         """
         if num_heads < 1:
             raise ValueError(f"num_heads must be at least 1, got {num_heads}")
@@ -399,8 +435,11 @@ class MultiHeadAttention(eqx.Module):
     def head_keys_queries(
         self, x: Float[Array, "N D"], context: Float[Array, "M D"] | None = None
     ) -> tuple[Float[Array, "H M K"], Float[Array, "H N K"]]:
-        """Keys from the sequence that is read (``context``, or x itself), queries from x; keys of
-        grouped-query attention are repeated so that there is one per query head."""
+        """Every head's keys and queries, as scored (after activation, QK-norm and rotation).
+
+        Keys come from the sequence that is read (``context``, or x itself), queries from x; keys
+        of grouped-query attention are repeated so that there is one per query head.
+        """
         source = self._source(x, context)
         keys = jnp.einsum("hkd,md->hmk", self.key_projections, source)
         queries = jnp.einsum("hkd,nd->hnk", self.query_projections, x)
@@ -415,7 +454,10 @@ class MultiHeadAttention(eqx.Module):
         *,
         context: Float[Array, "M D"] | None = None,
     ) -> Float[Array, "H M N"]:
-        """``A_h`` for every head; each column of each ``A_h`` sums to one."""
+        """``A_h`` for every head, ``A[h, n', n]``; each column of each ``A_h`` sums to one.
+
+        ``mask`` and ``context`` are as in ``__call__``.
+        """
         keys, queries = self.head_keys_queries(x, context)
         per_head = lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=mask)
         return jax.vmap(per_head)(keys, queries)
@@ -429,7 +471,17 @@ class MultiHeadAttention(eqx.Module):
     ) -> Float[Array, "N D"]:
         """Self-attention on x, or, with ``context``, x's queries reading the context's tokens.
 
-        ``mask[m, n] = False`` forbids output n from reading input m (M = N without a context).
+        Args:
+            x: the N tokens that ask the queries (and, without a context, answer them).
+            mask: ``mask[n', n] = False`` forbids output n from reading input n'; its first axis
+                runs over the inputs (N without a context, the context's length with one).
+            context: the tokens that offer keys and values in cross-attention.
+
+        Returns:
+            ``Y = Σ_h V_h X A_h`` as rows (``V_h C A_h`` with a context), shape (N, D).
+
+        Raises:
+            ValueError: if x is not one (N, D) sequence, or the context does not fit it.
         """
         if x.ndim != 2 or x.shape[1] != self.token_dim:
             raise ValueError(f"expected one sequence of shape (N, {self.token_dim}), got {x.shape}")
@@ -462,8 +514,14 @@ class MultiHeadAttention(eqx.Module):
     def empty_cache(
         self, window: int, dtype=jnp.float32
     ) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
-        """Room for the keys and values of ``window`` tokens, preallocated as zeros: one slot per
-        key-value head, so grouped-query attention's cache is H/G times smaller."""
+        """Room for the keys and values of ``window`` tokens, preallocated as zeros.
+
+        There is one slot per key-value head, so grouped-query attention's cache is H/G times
+        smaller.
+
+        Returns:
+            The cache ``(keys, values)``, shapes (G, window, K) and (G, window, Dv).
+        """
         heads, k, _ = self.key_projections.shape
         dv = self.value_projections.shape[1]
         return jnp.zeros((heads, window, k), dtype), jnp.zeros((heads, window, dv), dtype)
@@ -481,6 +539,17 @@ class MultiHeadAttention(eqx.Module):
         ``dynamic_update_slice``, so ``start`` may be a traced value and nothing recompiles as it
         moves). Output n reads the cached and new inputs at positions <= its own. With T tokens
         from position 0 this is the prefill, and it equals ``self(x, causal_mask(T))``.
+
+        Args:
+            x: the T new tokens.
+            cache: the ``(keys, values)`` from :meth:`empty_cache` or an earlier call.
+            start: the position of the first new token.
+
+        Returns:
+            The T new outputs and the cache with the new tokens' keys and values written in.
+
+        Raises:
+            ValueError: if x is not a (T, D) array, or T exceeds the cache's window.
         """
         if x.ndim != 2 or x.shape[1] != self.token_dim:
             raise ValueError(f"expected new tokens of shape (T, {self.token_dim}), got {x.shape}")
@@ -519,10 +588,12 @@ class MultiHeadAttention(eqx.Module):
 
     @property
     def token_dim(self) -> int:
+        """D, the width of a token."""
         return self.key_projections.shape[-1]
 
     @property
     def head_dim(self) -> int:
+        """K, the width of keys and queries."""
         return self.key_projections.shape[1]
 
     # -- the fast batched path -------------------------------------------------------------------
@@ -537,8 +608,9 @@ class MultiHeadAttention(eqx.Module):
     ) -> Float[Array, "B Q D"]:
         """The same as ``jax.vmap(self)(x)``, laid out for speed on a CPU.
 
-        ``mask`` is one (M, N) mask for the whole batch or one per example, (B, M, N), as
-        padding needs; ``context`` (B, M, D) makes it cross-attention, as in ``__call__``.
+        ``mask`` is one (M, N) mask ``mask[n', n]`` for the whole batch or one per example,
+        (B, M, N), as padding needs; ``context`` (B, M, D) makes it cross-attention, as in
+        ``__call__``.
 
         The batch axis stays leading throughout: for each head, one matrix product on the
         flattened batch gives its keys, queries and values side by side, and the attention
@@ -549,6 +621,10 @@ class MultiHeadAttention(eqx.Module):
         ``num_outputs=Q`` computes only the first Q output tokens, ``jax.vmap(self)(x)[:, :Q]``:
         every token still offers its key and value, but only the first Q ask a query. A ViT's last
         block needs nothing but the class token's output, and this skips the rest of its work.
+
+        Raises:
+            ValueError: if x is not a (B, N, D) batch, or the context, ``num_outputs`` or the
+                mask's shape does not fit it.
         """
         if x.ndim != 3 or x.shape[2] != self.token_dim:
             raise ValueError(f"expected a batch of shape (B, N, {self.token_dim}), got {x.shape}")
@@ -615,9 +691,15 @@ MultiHeadSelfAttention = MultiHeadAttention
 def qkv_weights(mhsa: MultiHeadSelfAttention) -> dict[str, Float[Array, ...]]:
     """The layer's weights in the Q/K/V form: ``Y = concat_h(softmax(Q_h K_hᵀ) V_h) W_O``.
 
-    Returns ``W_Q``, ``W_K`` (D, H K), ``W_V`` (D, H Dv) and ``W_O`` (H Dv, D), acting on tokens as
-    rows. The text's full-width ``V_h`` becomes ``W_V`` with Dv = D and ``W_O`` a stack of
-    identities. Grouped key-value heads are repeated, one per query head.
+    The text's full-width ``V_h`` becomes ``W_V`` with Dv = D and ``W_O`` a stack of identities.
+    Grouped key-value heads are repeated, one per query head.
+
+    Returns:
+        A dict of ``W_Q`` and ``W_K`` (D, H K), ``W_V`` (D, H Dv) and ``W_O`` (H Dv, D), which act
+        on tokens as rows.
+
+    Raises:
+        ValueError: if the layer has QK-norm or biases, which that form has no place for.
     """
     if mhsa.query_norm is not None or mhsa.query_bias is not None:
         raise ValueError("a layer with QK-norm or biases has no plain, unbiased Q/K/V form")
@@ -642,7 +724,14 @@ def qkv_attention(
     *,
     scaled: bool = True,
 ) -> Float[Array, "N D"]:
-    """Multi-head attention written as Vaswani et al. (2017) write it (queries attend over rows)."""
+    """Multi-head attention written as Vaswani et al. (2017) write it (queries attend over rows).
+
+    Args:
+        x: the N tokens, as rows.
+        weights: ``W_Q``, ``W_K``, ``W_V``, ``W_O`` as :func:`qkv_weights` returns them.
+        num_heads: H.
+        scaled: divide the scores by sqrt(K).
+    """
     n = x.shape[0]
     q = (x @ weights["W_Q"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
     k = (x @ weights["W_K"]).reshape(n, num_heads, -1).transpose(1, 0, 2)
@@ -657,7 +746,9 @@ def qkv_attention(
 def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
     """An ``equinox.nn.MultiheadAttention`` computing the same function (no biases).
 
-    Equinox always scales by 1/sqrt(K), so the layer must be ``scaled`` and not rotary.
+    Raises:
+        ValueError: unless the layer is ``scaled`` (Equinox always divides by sqrt(K)), not
+            rotary, and has no key/query activation, QK-norm or biases.
     """
     if (
         not mhsa.scaled
@@ -687,7 +778,11 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
 
 
 def from_equinox(layer: eqx.nn.MultiheadAttention) -> MultiHeadSelfAttention:
-    """The text's parameterisation of an (unbiased) ``equinox.nn.MultiheadAttention``."""
+    """The text's parameterisation of an (unbiased) ``equinox.nn.MultiheadAttention``.
+
+    Raises:
+        ValueError: if the Equinox layer has biases.
+    """
     if any(
         getattr(layer, p).bias is not None
         for p in ("query_proj", "key_proj", "value_proj", "output_proj")

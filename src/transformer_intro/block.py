@@ -1,5 +1,8 @@
-"""The transformer block: multi-head self-attention and a token-wise MLP, each wrapped in a
-residual connection and preceded by LayerNorm (the pre-norm arrangement, Xiong et al. 2020)."""
+"""The transformer block: multi-head self-attention, then a token-wise MLP.
+
+Each is wrapped in a residual connection and preceded by LayerNorm (the pre-norm arrangement,
+Xiong et al. 2020).
+"""
 
 from __future__ import annotations
 
@@ -52,6 +55,24 @@ class TransformerBlock(eqx.Module):
         key: PRNGKeyArray,
         **attention_options,
     ):
+        """Build the two LayerNorms (unit gain, zero shift), the attention and the MLP.
+
+        Args:
+            token_dim: D, the width of a token.
+            num_heads: H.
+            mlp_hidden_dim: the width of the MLP's hidden layers.
+            head_dim: K, the width of keys and queries; defaults to D / H.
+            value_dim: None for full D x D value maps ``V_h``, Dv for ``V_h = O_h W_h``.
+            mlp_num_layers: the number of hidden layers of the MLP.
+            mlp_activation: σ, the MLP's nonlinearity.
+            residual: where the first residual starts, "input" (X) or "normalised" (X̄).
+            key: a PRNG key.
+            **attention_options: passed on to :class:`MultiHeadSelfAttention` (``scaled``,
+                ``rotary``, ``num_kv_heads``, ...).
+
+        Raises:
+            ValueError: if ``residual`` is neither "input" nor "normalised".
+        """
         if residual not in ("input", "normalised"):
             raise ValueError(f"residual must be 'input' or 'normalised', got {residual!r}")
         attention_key, mlp_key = jax.random.split(key)
@@ -79,6 +100,10 @@ class TransformerBlock(eqx.Module):
     def __call__(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None
     ) -> Float[Array, "N D"]:
+        """The block on one sequence: :meth:`attention_residual`, then :meth:`mlp_residual`.
+
+        ``mask[n', n] = False`` forbids output n from reading input n' (e.g. a causal mask).
+        """
         return self.mlp_residual(self.attention_residual(x, mask))
 
     def batched(
@@ -120,9 +145,14 @@ class TransformerBlock(eqx.Module):
     def extend(
         self, x: Float[Array, "T D"], cache, start: Int[Array, ""] | int
     ) -> tuple[Float[Array, "T D"], tuple]:
-        """The block on T new tokens at positions ``start, ...``, reading earlier tokens from the
-        attention's cache (see :meth:`MultiHeadAttention.extend`); returns the output and the new
-        cache. The LayerNorms and the MLP act token by token and need no cache."""
+        """The block on T new tokens at positions ``start, ...``, earlier ones read from the cache.
+
+        See :meth:`MultiHeadAttention.extend`. The LayerNorms and the MLP act token by token and
+        need no cache.
+
+        Returns:
+            The T new outputs and the attention's cache with the new tokens written in.
+        """
         x_bar = jax.vmap(self.attention_norm)(x)
         attended, cache = self.attention.extend(x_bar, cache, start)
         y = (x if self.residual == "input" else x_bar) + attended

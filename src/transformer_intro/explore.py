@@ -42,9 +42,11 @@ class ExploreFigure:
         name: the figure's name, also its HTML id (``explore-<name>``).
         data: the JSON-ready dictionary the page's script reads.
         png: the static fallback as PNG bytes.
+        alt: the fallback image's alternative text.
     """
 
     def __init__(self, name: str, data: dict[str, Any], png: bytes, alt: str):
+        """Hold the parts as given; the two figure functions build and check them."""
         self.name = name
         self.data = data
         self.png = png
@@ -76,6 +78,7 @@ class ExploreFigure:
         return {key: value for key, value in bundle.items() if not include or key in include}
 
     def __repr__(self) -> str:
+        """One line naming the figure: its ``text/plain`` view."""
         return f"<interactive figure {self.name!r} ({self.data['kind']})>"
 
 

@@ -32,6 +32,19 @@ class MLP(eqx.Module):
         activation: Callable = jax.nn.gelu,
         key: PRNGKeyArray,
     ):
+        """Build the L = ``num_layers`` + 1 linear maps (Equinox's default initialisation).
+
+        Args:
+            in_dim: D, the width of a token.
+            hidden_dim: the width of each hidden layer.
+            num_layers: the number of hidden layers; 0 gives a single linear map.
+            out_dim: the output width; defaults to D.
+            activation: σ.
+            key: a PRNG key.
+
+        Raises:
+            ValueError: if ``num_layers`` is negative.
+        """
         if num_layers < 0:
             raise ValueError(f"num_layers must be non-negative, got {num_layers}")
         out_dim = in_dim if out_dim is None else out_dim
@@ -43,6 +56,11 @@ class MLP(eqx.Module):
         self.activation = activation
 
     def __call__(self, x: Float[Array, " D"]) -> Float[Array, " Dout"]:
+        """The MLP on one token ``x_n``.
+
+        Raises:
+            ValueError: if x is not one token, a vector of shape (D,).
+        """
         if x.ndim != 1:
             raise ValueError(
                 f"the MLP acts on one token of shape (D,), got {x.shape}; "
@@ -89,6 +107,16 @@ class GatedMLP(eqx.Module):
         use_bias: bool = False,
         key: PRNGKeyArray,
     ):
+        """Build ``W_gate``, ``W_up`` and ``W_down`` (Equinox's default initialisation).
+
+        Args:
+            in_dim: D, the width of a token.
+            hidden_dim: the width of the gated hidden layer.
+            out_dim: the output width; defaults to D.
+            activation: σ, applied to the gate (SiLU gives SwiGLU).
+            use_bias: give each of the three maps a bias.
+            key: a PRNG key.
+        """
         out_dim = in_dim if out_dim is None else out_dim
         gate_key, up_key, down_key = jax.random.split(key, 3)
         self.gate = eqx.nn.Linear(in_dim, hidden_dim, use_bias=use_bias, key=gate_key)
@@ -97,6 +125,11 @@ class GatedMLP(eqx.Module):
         self.activation = activation
 
     def __call__(self, x: Float[Array, " D"]) -> Float[Array, " Dout"]:
+        """The gated layer on one token ``x_n``.
+
+        Raises:
+            ValueError: if x is not one token, a vector of shape (D,).
+        """
         if x.ndim != 1:
             raise ValueError(
                 f"the MLP acts on one token of shape (D,), got {x.shape}; "

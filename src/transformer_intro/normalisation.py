@@ -23,11 +23,22 @@ class LayerNorm(eqx.Module):
     eps: float = eqx.field(static=True)
 
     def __init__(self, dim: int, *, eps: float = 1e-5):
+        """Unit gain γ and zero shift β, so that the layer starts as plain normalisation.
+
+        Args:
+            dim: D, the width of a token.
+            eps: added to the variance inside the square root.
+        """
         self.weight = jnp.ones(dim)
         self.bias = jnp.zeros(dim)
         self.eps = eps
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        """Normalise every token (the last axis), each on its own.
+
+        Raises:
+            ValueError: if the last axis is not D wide.
+        """
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(
                 f"LayerNorm of width {self.weight.shape[0]} got input of shape {x.shape}"
@@ -53,10 +64,21 @@ class RMSNorm(eqx.Module):
     eps: float = eqx.field(static=True)
 
     def __init__(self, dim: int, *, eps: float = 1e-6):
+        """Unit gain γ over ``dim`` = D features.
+
+        Args:
+            dim: D, the width of a token (K when it normalises keys or queries).
+            eps: added to the mean square inside the square root.
+        """
         self.weight = jnp.ones(dim)
         self.eps = eps
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        """Normalise every token (the last axis), each on its own.
+
+        Raises:
+            ValueError: if the last axis is not D wide.
+        """
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(
                 f"RMSNorm of width {self.weight.shape[0]} got input of shape {x.shape}"

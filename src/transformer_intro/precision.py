@@ -25,6 +25,9 @@ def round_to_tf32(x: Float[ArrayLike, ...]) -> Float[Array, ...]:
     The relative rounding error is at most 2^-11, about 4.9e-4, against 2^-24 (6e-8) for float32.
     Rounding to nearest is the gentler of the two conversions a GPU may use (the other truncates),
     so errors measured with it are a lower bound on what a GPU shows.
+
+    Raises:
+        ValueError: if the values are not float32.
     """
     x = jnp.asarray(x)
     if x.dtype != jnp.float32:

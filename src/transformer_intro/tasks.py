@@ -108,6 +108,10 @@ def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> A
 
     Offsets run from 0 to ``2 * max_shift``; ``(max_shift, max_shift)`` leaves the image where it
     is.
+
+    Raises:
+        ValueError: if the images are not a (B, H, W) batch, or ``max_shift`` is negative or not
+            smaller than half the image.
     """
     if images.ndim != 3:
         raise ValueError(f"expected images of shape (B, H, W), got {images.shape}")
@@ -126,8 +130,10 @@ def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> A
 
 
 def random_shifts(key: PRNGKeyArray, images: Array, max_shift: int) -> Array:
-    """Move each image of a (B, H, W) batch by its own random whole-pixel offset in
-    ``[-max_shift, max_shift]`` along each axis, filling the uncovered border with zeros.
+    """Move each image of a (B, H, W) batch by its own random whole-pixel offset.
+
+    The offset along each axis is drawn uniformly from ``[-max_shift, max_shift]``, and the
+    uncovered border is filled with zeros.
 
     A patch-based model has no built-in translation invariance: a digit moved by two pixels falls
     on the patch grid differently and meets different position embeddings. Showing it shifted
@@ -155,12 +161,16 @@ class ImageClassification(eqx.Module):
     eval_batch_size: int = eqx.field(static=True)
 
     def __init__(self, train, test=None, *, max_shift: int = 0, eval_batch_size: int = 1000):
-        """
+        """Copy the images and labels to the device.
+
         Args:
             train: ``(images, labels)``, uint8 (S, H, W) and integer (S,); copied to the device.
             test: the same for the split ``evaluate`` measures, or None.
             max_shift: random translation of each training image, in pixels.
             eval_batch_size: images per compiled evaluation call.
+
+        Raises:
+            ValueError: if the training split is empty, or its images and labels differ in number.
         """
         images, labels = train
         if len(images) != len(labels) or len(images) == 0:
@@ -175,18 +185,28 @@ class ImageClassification(eqx.Module):
         self.eval_batch_size = eval_batch_size
 
     def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
+        """B training examples drawn with replacement, shifted, scaled to [-1, 1].
+
+        Returns:
+            ``{"images": (B, 1, H, W) float32, "labels": (B,) int32}``.
+        """
         index_key, shift_key = jax.random.split(key)
         indices = jax.random.randint(index_key, (batch_size,), 0, self.labels.shape[0])
         images = random_shifts(shift_key, self.images[indices], self.max_shift)
         return {"images": prepare_images(images), "labels": self.labels[indices]}
 
     def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+        """The mean cross-entropy over the batch, and ``{"accuracy": ...}`` on it."""
         logits = model.batched(batch["images"])
         loss = _cross_entropy(logits, batch["labels"]).mean()
         return loss, {"accuracy": (logits.argmax(-1) == batch["labels"]).mean()}
 
     def evaluate(self, model) -> dict[str, float]:
-        """Mean loss and accuracy over every example of the test split."""
+        """Mean loss and accuracy over every example of the test split.
+
+        Raises:
+            ValueError: if the task has no test split.
+        """
         if self.test_images is None:
             raise ValueError("this task has no test split to evaluate on")
         total_loss, correct, n = 0.0, 0, self.test_labels.shape[0]
@@ -199,7 +219,7 @@ class ImageClassification(eqx.Module):
         return {"loss": total_loss / n, "accuracy": correct / n}
 
     def predict(self, model, images: np.ndarray) -> np.ndarray:
-        """Logits for every image of a uint8 (N, H, W) array."""
+        """The C logits of every image of a uint8 (B, H, W) array, ``eval_batch_size`` at a time."""
         return np.concatenate(
             [
                 np.asarray(_logits(model, jnp.asarray(images[i : i + self.eval_batch_size])))
@@ -232,13 +252,24 @@ def inputs_and_targets(windows: Int[Array, "B N+1"]) -> tuple[Int[Array, "B N"],
 def random_windows(
     ids: Int[Array, " L"], key: PRNGKeyArray, batch_size: int, length: int
 ) -> Int[Array, "B length"]:
-    """``batch_size`` windows of ``length`` consecutive symbols at uniformly random places."""
+    """``batch_size`` windows of ``length`` consecutive symbols at uniformly random places.
+
+    Args:
+        ids: the text as symbol ids.
+        key: a PRNG key that picks the places.
+        batch_size: B.
+        length: the number of symbols per window.
+    """
     starts = jax.random.randint(key, (batch_size,), 0, ids.shape[0] - length + 1)
     return jax.vmap(lambda s: jax.lax.dynamic_slice_in_dim(ids, s, length))(starts)
 
 
 def evaluation_windows(ids: np.ndarray, count: int, length: int) -> np.ndarray:
-    """``count`` windows of ``length`` symbols evenly spread over a text: a fixed evaluation set."""
+    """``count`` windows of ``length`` symbols evenly spread over a text: a fixed evaluation set.
+
+    Raises:
+        ValueError: if the text is shorter than one window.
+    """
     if ids.shape[0] < length:
         raise ValueError(f"a text of {ids.shape[0]} symbols is shorter than one window of {length}")
     starts = np.linspace(0, ids.shape[0] - length, count).astype(np.int64)
@@ -272,13 +303,17 @@ class NextSymbolPrediction(eqx.Module):
         num_validation_windows: int = VALIDATION_WINDOWS,
         eval_chunk: int = 128,
     ):
-        """
+        """Copy the training text, and evaluation windows cut from the held-out text, to the device.
+
         Args:
             train_ids: the training text as symbol ids, (L,).
             window: N, the number of input symbols of a training window (the model's window).
             validation_ids: the held-out text as symbol ids, or None.
             num_validation_windows: how many evaluation windows to spread over it.
             eval_chunk: windows per evaluation pass (a whole number of chunks is used).
+
+        Raises:
+            ValueError: if the training text is too short for one window of N + 1 symbols.
         """
         train_ids = np.asarray(train_ids, np.int32)
         if train_ids.shape[0] <= window:
@@ -299,14 +334,20 @@ class NextSymbolPrediction(eqx.Module):
         self.eval_chunk = eval_chunk
 
     def batch(self, key: PRNGKeyArray, batch_size: int) -> Int[Array, "B N+1"]:
+        """B windows of N + 1 consecutive symbols from the training text (see the class)."""
         return random_windows(self.train_ids, key, batch_size, self.window + 1)
 
     def loss(self, model, windows: Int[Array, "B N+1"]) -> tuple[Array, dict[str, Array]]:
+        """The mean cross-entropy, in nats, of every next-symbol prediction; no metrics."""
         inputs, targets = inputs_and_targets(windows)
         return _cross_entropy(model.batched(inputs), targets).mean(), {}
 
     def evaluate(self, model) -> dict[str, float]:
-        """``{"nats_per_symbol": ...}`` on the validation windows."""
+        """``{"nats_per_symbol": ...}``, the mean loss on the validation windows.
+
+        Raises:
+            ValueError: if the task has no validation text.
+        """
         if self.validation_windows is None:
             raise ValueError("this task has no validation text to evaluate on")
         return {"nats_per_symbol": float(_windows_loss(self, model))}
@@ -341,10 +382,12 @@ class SequenceToSequence(eqx.Module):
     start_id: int = eqx.field(static=True)
 
     def __init__(self, train, test=None, *, start_id: int):
-        """
+        """Copy the pairs to the device, as int32.
+
         Args:
-            train: ``(sources, target_inputs, targets)``, integer arrays (S, M), (S, N), (S, N):
-                the decoder's inputs are the targets shifted right behind ``start_id``.
+            train: ``(sources, target_inputs, targets)``, integer arrays (S, N_s), (S, N_t) and
+                (S, N_t) for S pairs: the decoder's inputs are the targets shifted right behind
+                ``start_id``.
             test: the same for the pairs ``evaluate`` measures, or None.
             start_id: the id that starts every decoder input (greedy decoding starts with it).
         """
@@ -353,6 +396,11 @@ class SequenceToSequence(eqx.Module):
         self.start_id = start_id
 
     def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
+        """B training pairs drawn with replacement.
+
+        Returns:
+            ``{"sources": (B, N_s), "target_inputs": (B, N_t), "targets": (B, N_t)}``.
+        """
         indices = jax.random.randint(key, (batch_size,), 0, self.sources.shape[0])
         return {
             "sources": self.sources[indices],
@@ -361,6 +409,7 @@ class SequenceToSequence(eqx.Module):
         }
 
     def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+        """The mean cross-entropy over real target tokens, and ``{"accuracy": ...}`` per token."""
         logits = model.batched(batch["sources"], batch["target_inputs"])
         targets = batch["targets"]
         is_real = targets != model.pad_id
@@ -373,6 +422,9 @@ class SequenceToSequence(eqx.Module):
         """Exact match of greedy decoding, teacher-forced loss and per-token accuracy.
 
         All measured on the test pairs.
+
+        Raises:
+            ValueError: if the task has no test pairs.
         """
         if self.test is None:
             raise ValueError("this task has no test pairs to evaluate on")

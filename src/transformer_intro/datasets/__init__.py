@@ -1,5 +1,8 @@
-"""The data sets the book trains on, each in its own module: where it comes from, how it is
-checked, and how it becomes arrays of tokens or pixels."""
+"""The data sets the book trains on, each in its own module.
+
+Each module says where its data comes from, how it is checked, and how it becomes arrays of
+tokens or pixels.
+"""
 
 from .mnist import (
     MNISTChecksumError,

@@ -1,5 +1,6 @@
-"""Dates written the ways people write them, paired with their ISO 8601 form: a small translation
-task generated from a seed, with nothing to download.
+"""Dates written the ways people write them, paired with their ISO 8601 form.
+
+A small translation task (chapter 10), generated from a seed, with nothing to download.
 
     "Monday 22 April 2019", "22 Apr 2019", "04/22/2019", "april 22, 2019"  ->  "2019-04-22"
 
@@ -165,12 +166,17 @@ def make_pairs(
     formats: Iterable[str] | None = None,
     distinct_from: Iterable[str] = (),
 ) -> list[tuple[str, str]]:
-    """``count`` pairs (human-written date, ISO 8601 date) with dates drawn uniformly from the
-    days of ``years``, each in a format chosen uniformly from ``formats`` (all by default).
+    """``count`` pairs (human-written date, ISO 8601 date), drawn with ``random.Random(seed)``.
+
+    The dates are drawn uniformly from the days of ``years``, each written in a format chosen
+    uniformly from ``formats`` (all of :data:`FORMATS` by default).
 
     Dates in ``exclude`` are never drawn (the training set leaves out every test date). A string
     that one of the formats ``distinct_from`` also writes for its date is drawn again: "22.10.2019"
     is both "d.m.yyyy" and "dd.mm.yyyy", so it cannot test the first format if the second is known.
+
+    Raises:
+        ValueError: if a format name is unknown, or ``years`` is empty or outside 1-9999.
     """
     names = list(FORMATS) if formats is None else list(formats)
     others = list(distinct_from)
@@ -208,12 +214,15 @@ def _mixed_years(test_size: int, seed: int, **options) -> list[tuple[str, str]]:
 
 
 def load_test_sets(test_size: int = 2000, *, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
-    """Three held-out sets of ``test_size`` pairs each, keyed by what they test:
+    """Three held-out sets of ``test_size`` pairs each, keyed by what they test.
 
-    ``"seen formats"``: :data:`TRAIN_FORMATS`, half the dates in :data:`HELD_OUT_YEARS`;
-    ``"unseen formats"``: :data:`HELD_OUT_FORMATS`, half the dates in :data:`HELD_OUT_YEARS`,
-    and never a string that a training format also writes;
-    ``"unseen centuries"``: :data:`TRAIN_FORMATS`, years in :data:`UNSEEN_CENTURY_YEARS`.
+    * ``"seen formats"``: :data:`TRAIN_FORMATS`, half the dates in :data:`HELD_OUT_YEARS`;
+    * ``"unseen formats"``: :data:`HELD_OUT_FORMATS`, half the dates in :data:`HELD_OUT_YEARS`,
+      and never a string that a training format also writes;
+    * ``"unseen centuries"``: :data:`TRAIN_FORMATS`, years in :data:`UNSEEN_CENTURY_YEARS`.
+
+    Raises:
+        ValueError: if ``test_size`` < 1.
     """
     if test_size < 1:
         raise ValueError(f"test_size must be at least 1, got {test_size}")
@@ -235,10 +244,16 @@ def load_splits(
     seed: int = 0,
     formats: Iterable[str] = TRAIN_FORMATS,
 ) -> tuple[list, list]:
-    """Training pairs from :data:`TRAIN_YEARS` in ``formats`` (the :data:`TRAIN_FORMATS` by
-    default), and the held-out test pairs in the seen formats (``load_test_sets(...)["seen
-    formats"]``). No date of the seen-format or unseen-format test sets appears in the training
-    pairs, in any format."""
+    """Training pairs, and the held-out test pairs in the seen formats.
+
+    The training pairs come from :data:`TRAIN_YEARS`, written in ``formats`` (the
+    :data:`TRAIN_FORMATS` by default); the test pairs are ``load_test_sets(...)["seen formats"]``.
+    No date of the seen-format or unseen-format test sets appears in the training pairs, in any
+    format.
+
+    Returns:
+        ``(train, test)``, two lists of (human-written date, ISO 8601 date) pairs.
+    """
     tests = load_test_sets(test_size, seed=seed)
     test_dates = [
         datetime.date.fromisoformat(iso)
@@ -254,7 +269,9 @@ def load_splits(
 def encode_sources(texts: Iterable[str], length: int = MAX_SOURCE_LENGTH) -> np.ndarray:
     """Character ids of each source, padded with ``<pad>`` to ``length``: int32, (B, length).
 
-    An unknown character or a string longer than ``length`` is a ValueError naming the string.
+    Raises:
+        ValueError: naming the string, if it has a character outside the source vocabulary or
+            is longer than ``length``.
     """
     texts = list(texts)
     ids = np.full((len(texts), length), PAD_ID, dtype=np.int32)
@@ -273,10 +290,17 @@ def encode_sources(texts: Iterable[str], length: int = MAX_SOURCE_LENGTH) -> np.
 def encode_targets(
     isos: Iterable[str], length: int = TARGET_LENGTH
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Teacher forcing's two arrays, each int32 (B, length), padded with ``<pad>``:
+    """Teacher forcing's two arrays, each int32 (B, length), padded with ``<pad>``.
 
-    decoder inputs ``<start> 2 0 1 9 - 0 4 - 2 2`` and targets ``2 0 1 9 - 0 4 - 2 2 <end>``, the
-    inputs shifted one place to the right, so that position t predicts character t + 1.
+    Decoder inputs ``<start> 2 0 1 9 - 0 4 - 2 2`` and targets ``2 0 1 9 - 0 4 - 2 2 <end>``: the
+    inputs are the targets shifted one place to the right, so that position n predicts
+    character n + 1.
+
+    Returns:
+        ``(inputs, targets)``.
+
+    Raises:
+        ValueError: if a target does not fit ``length`` positions with its ``<end>``.
     """
     isos = list(isos)
     inputs = np.full((len(isos), length), PAD_ID, dtype=np.int32)

@@ -1,49 +1,41 @@
 """MNIST: where it comes from, how it is checked, how it becomes arrays.
 
-`load_mnist` returns a split as two NumPy arrays, ``images`` (N, 28, 28)
-uint8 and ``labels`` (N,) int32. It takes the first of these sources that
+:func:`load_mnist` returns a split as two NumPy arrays, ``images`` (S, 28, 28) uint8 and
+``labels`` (S,) int32, for the S examples of the split. It takes the first of these sources that
 has the data:
 
-1. **IDX files in a folder**: the ``data_dir`` argument, or else the folder
-   named by the ``MNIST_DIR`` environment variable. The folder must contain
-   the four official files ``train-images-idx3-ubyte``,
-   ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte`` and
-   ``t10k-labels-idx1-ubyte``, each raw or gzipped (``.gz`` suffix). Every
-   file is validated (magic number, header shape, payload size, gzip
-   integrity, label range, image/label count agreement, and, if an
-   ``MD5SUMS`` file sits beside them, its checksum).
-
-2. **A copy already prepared by tensorflow-datasets**, read through its
-   TensorFlow-free ``array_record`` data-source API. Only read, never
-   prepared: preparing MNIST needs TensorFlow, which the book does not use.
-
+1. **IDX files in a folder**: the ``data_dir`` argument, or else the folder named by the
+   ``MNIST_DIR`` environment variable. The folder must contain the four official files
+   ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte`` and
+   ``t10k-labels-idx1-ubyte``, each raw or gzipped (``.gz`` suffix). Every file is validated
+   (magic number, header shape, payload size, gzip integrity, label range, image/label count
+   agreement, and, if an ``MD5SUMS`` file sits beside them, its checksum).
+2. **A copy already prepared by tensorflow-datasets**, read through its TensorFlow-free
+   ``array_record`` data-source API. Only read, never prepared: preparing MNIST needs
+   TensorFlow, which the book does not use.
 3. **The per-user cache**, ``$XDG_CACHE_HOME/transformer_intro/mnist``
-   (``~/.cache/transformer_intro/mnist`` by default), filled on first use
-   by downloading the split's two official ``.gz`` files from the mirrors
-   in `MIRRORS` (or the space-separated base URLs in ``MNIST_MIRRORS``),
-   tried in turn. Each download lands in a temporary file beside its final
-   place and is moved there only once the MD5 of its content matches
-   `CONTENT_MD5`, so an interrupted or corrupt download leaves nothing that
-   a later run would trust.
+   (``~/.cache/transformer_intro/mnist`` by default), filled on first use by downloading the
+   split's two official ``.gz`` files from the mirrors in :data:`MIRRORS` (or the
+   space-separated base URLs in ``MNIST_MIRRORS``), tried in turn. Each download lands in a
+   temporary file beside its final place and is moved there only once the MD5 of its content
+   matches :data:`CONTENT_MD5`, so an interrupted or corrupt download leaves nothing that a later
+   run would trust.
 
-Errors
-------
-Everything this module raises about the data itself derives from
-`MNISTError`:
+Errors. Everything this module raises about the data itself derives from :class:`MNISTError`:
 
-* `MNISTFileNotFoundError` (also a `FileNotFoundError`): an IDX file or the
-  folder is missing.
-* `MNISTFormatError` (also a `ValueError`): bad magic number, wrong header
-  shape or count, truncated/over-long payload, corrupt gzip, labels out of
-  range, image and label counts disagreeing.
-* `MNISTChecksumError` (a `MNISTFormatError`): MD5 mismatch, against
-  ``MD5SUMS`` or, for a download, against `CONTENT_MD5`.
-* `MNISTDownloadError`: no mirror delivered a file (offline, refused,
-  timed out, cut off, HTTP error).
-* `MNISTUnavailableError`: the parent of `MNISTDownloadError`, for "no
-  source could provide MNIST".
+* :class:`MNISTFileNotFoundError` (also a ``FileNotFoundError``): an IDX file or the folder is
+  missing.
+* :class:`MNISTFormatError` (also a ``ValueError``): bad magic number, wrong header shape or
+  count, truncated or over-long payload, corrupt gzip, labels out of range, image and label
+  counts disagreeing.
+* :class:`MNISTChecksumError` (a :class:`MNISTFormatError`): MD5 mismatch, against ``MD5SUMS``
+  or, for a download, against :data:`CONTENT_MD5`.
+* :class:`MNISTDownloadError`: no mirror delivered a file (offline, refused, timed out, cut off,
+  HTTP error).
+* :class:`MNISTUnavailableError`: the parent of :class:`MNISTDownloadError`, for "no source could
+  provide MNIST".
 
-An unknown split name raises a plain `ValueError`.
+An unknown split name raises a plain ``ValueError``.
 """
 
 from __future__ import annotations
@@ -119,8 +111,8 @@ CONTENT_MD5: dict[str, str] = {
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 10.0
 _DOWNLOAD_CHUNK = 1 << 16
-# Batch size for reading TFDS records: large enough to amortise per-call
-# overhead, small enough that the list of decoded records stays modest.
+# Batch size for reading TFDS records: large enough to amortise per-call overhead, small enough
+# that the list of decoded records stays modest.
 _TFDS_CHUNK = 10_000
 
 
@@ -161,25 +153,26 @@ def load_mnist(
     timeout: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
     progress: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Load one MNIST split as ``(images, labels)`` from the first source that has it (see the
-    module's docstring): ``data_dir`` or ``MNIST_DIR``, a prepared tensorflow-datasets copy, the
-    per-user cache, a download into that cache.
+    """Load one MNIST split as ``(images, labels)`` from the first source that has it.
+
+    The sources, in order (see the module's docstring): ``data_dir`` or ``MNIST_DIR``, a prepared
+    tensorflow-datasets copy, the per-user cache, a download into that cache.
 
     Args:
-        split: ``"train"`` (60000 examples) or ``"test"`` (10000 examples).
-        data_dir: Folder with the four IDX files. Overrides ``MNIST_DIR``.
-        tfds_data_dir: Where tensorflow-datasets keeps prepared datasets
-            (default: TFDS's own default).
-        timeout: Seconds to wait for a mirror's connection and headers, and
-            then for each chunk of a file, before trying the next mirror.
-        progress: Show a progress bar (bytes) while downloading.
+        split: ``"train"`` (60,000 examples) or ``"test"`` (10,000 examples).
+        data_dir: a folder with the four IDX files; overrides ``MNIST_DIR``.
+        tfds_data_dir: where tensorflow-datasets keeps prepared data sets (default: TFDS's own
+            default).
+        timeout: seconds to wait for a mirror's connection and headers, and then for each chunk
+            of a file, before trying the next mirror.
+        progress: show a progress bar (bytes) while downloading.
 
     Returns:
-        ``images`` uint8 of shape (N, 28, 28) with values 0..255 and
-        ``labels`` int32 of shape (N,) with values 0..9.
+        ``images``, uint8 of shape (S, 28, 28) with values 0..255, and ``labels``, int32 of
+        shape (S,) with values 0..9.
 
     Raises:
-        ValueError: ``split`` is not ``"train"`` or ``"test"``.
+        ValueError: if ``split`` is not ``"train"`` or ``"test"``.
         MNISTError: a subclass describing what is wrong with the data.
     """
     _check_split(split)
@@ -216,12 +209,20 @@ def load_idx_split(
     """Read and validate one split from a folder of IDX files.
 
     Args:
-        folder: Folder holding the IDX files (raw or ``.gz``).
+        folder: the folder holding the IDX files (raw or ``.gz``).
         split: ``"train"`` or ``"test"``.
-        check_size: Require the official split size (60000 / 10000). Turn off
-            only for small synthetic files, e.g. in tests.
-        origin: How the folder was chosen, quoted in "file missing" errors so
-            the reader knows which setting to fix.
+        check_size: require the official split size (60,000 or 10,000). Turn it off only for
+            small synthetic files, e.g. in tests.
+        origin: how the folder was chosen, quoted in "file missing" errors so that the reader
+            knows which setting to fix.
+
+    Returns:
+        ``(images, labels)``, as :func:`load_mnist` returns them.
+
+    Raises:
+        ValueError: if ``split`` is not ``"train"`` or ``"test"``.
+        MNISTFileNotFoundError: if a file or the folder is missing.
+        MNISTFormatError: if a file is not valid MNIST, or the two files disagree in count.
     """
     _check_split(split)
     folder = Path(folder)
@@ -248,10 +249,16 @@ def read_idx_images(
     expected_count: int | None = None,
     checksums: dict[str, str] | None = None,
 ) -> np.ndarray:
-    """Read an IDX image file into a uint8 array of shape (N, 28, 28).
+    """Read an IDX image file into a uint8 array of shape (S, 28, 28).
 
-    ``expected_count`` (if given) must equal the header's N. ``checksums``
-    maps file names to MD5 hex digests; a listed file must match.
+    Args:
+        path: the file, raw or gzipped (``.gz``).
+        expected_count: if given, the header's S must equal it.
+        checksums: file names to MD5 hex digests; a listed file must match.
+
+    Raises:
+        MNISTFormatError: if the file is not a valid IDX file of 28 x 28 images (a
+            :class:`MNISTChecksumError` if its MD5 does not match).
     """
     path = Path(path)
     data = _read_idx_bytes(path, checksums)
@@ -274,7 +281,13 @@ def read_idx_labels(
     expected_count: int | None = None,
     checksums: dict[str, str] | None = None,
 ) -> np.ndarray:
-    """Read an IDX label file into an int32 array of shape (N,), values 0..9."""
+    """Read an IDX label file into an int32 array of shape (S,), values 0..9.
+
+    ``expected_count`` and ``checksums`` are as in :func:`read_idx_images`.
+
+    Raises:
+        MNISTFormatError: if the file is not a valid IDX label file or holds a label above 9.
+    """
     path = Path(path)
     data = _read_idx_bytes(path, checksums)
     (count,) = _parse_header(path, data, LABELS_MAGIC, _LABELS_HEADER_BYTES, "label")
@@ -411,8 +424,8 @@ def _load_prepared_tfds(
     builder = tfds.builder("mnist", data_dir=data_dir, file_format="array_record")
     if not builder.is_prepared():
         return None
-    # SkipDecoding hands us the stored PNG bytes; decoding them ourselves with
-    # PIL skips TFDS's generic per-feature decoding (~1.5x faster overall).
+    # SkipDecoding hands us the stored PNG bytes; decoding them ourselves with PIL skips TFDS's
+    # generic per-feature decoding (~1.5x faster overall).
     source = builder.as_data_source(split=split, decoders={"image": tfds.decode.SkipDecoding()})
     return _records_to_arrays(source)
 
@@ -429,7 +442,7 @@ def cache_dir() -> Path:
 
 
 def mirrors() -> list[str]:
-    """The base URLs to try in turn: ``MNIST_MIRRORS`` (space-separated) if set, else `MIRRORS`."""
+    """The base URLs to try in turn: ``MNIST_MIRRORS`` (space-separated) if set, else MIRRORS."""
     listed = os.environ.get(MIRRORS_ENV, "").split() or list(MIRRORS)
     return [url if url.endswith("/") else url + "/" for url in listed]
 
@@ -440,8 +453,19 @@ def download_split(
     timeout: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
     progress: bool = True,
 ) -> Path:
-    """Make sure the split's two ``.gz`` files are in `cache_dir`, downloading the missing ones;
-    returns the folder. A file already in the cache was checked when it arrived."""
+    """Make sure the split's two ``.gz`` files are in :func:`cache_dir`, downloading any missing.
+
+    A file already in the cache was checked when it arrived. ``timeout`` and ``progress`` are as
+    in :func:`load_mnist`.
+
+    Returns:
+        The cache folder.
+
+    Raises:
+        ValueError: if ``split`` is not ``"train"`` or ``"test"``.
+        MNISTDownloadError: if no mirror delivered a file (a :class:`MNISTChecksumError` if one
+            delivered the wrong bytes).
+    """
     _check_split(split)
     folder = cache_dir()
     for stem in _IDX_STEMS[split]:
@@ -491,8 +515,10 @@ def _download_file(
 
 
 def _is_unreachable(exc: BaseException) -> bool:
-    """True when the error says the mirror could not be reached (no answer), not that it answered
-    with an error or with bad bytes."""
+    """True when the mirror could not be reached (no answer).
+
+    False when it answered, with an error or with bad bytes.
+    """
     if isinstance(exc, urllib.error.HTTPError | http.client.HTTPException | ValueError):
         return False
     return isinstance(exc, OSError)
@@ -567,8 +593,8 @@ def _describe(exc: BaseException) -> str:
 def _records_to_arrays(source: Any) -> tuple[np.ndarray, np.ndarray]:
     """Convert a TFDS data source (or any sequence of records) to arrays.
 
-    Each record is a dict with "image" (PNG bytes, or an array of shape
-    (28, 28, 1) / (28, 28)) and "label" (int).
+    Each record is a dict with "image" (PNG bytes, or an array of shape (28, 28, 1) or (28, 28))
+    and "label" (int).
     """
     n = len(source)
     images = np.empty((n, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
@@ -582,8 +608,8 @@ def _records_to_arrays(source: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _get_records(source: Any, indices: list[int]) -> list[Any]:
-    # __getitems__ reads a whole batch from array_record in one call; record by
-    # record indexing is ~3x slower. Plain sequences (lists) lack it.
+    # __getitems__ reads a whole batch from array_record in one call; record by record indexing
+    # is ~3x slower. Plain sequences (lists) lack it.
     get_many = getattr(source, "__getitems__", None)
     if get_many is not None:
         return list(get_many(indices))
@@ -609,7 +635,7 @@ def _decode_image(image: Any) -> np.ndarray:
 def normalise_images(images: np.ndarray) -> np.ndarray:
     """Scale uint8 pixels 0..255 to float32 in [-1, 1] via ``2 * x / 255 - 1``.
 
-    The shape is unchanged: (N, 28, 28) in, (N, 28, 28) out. Centring pixel
-    values on zero is the preprocessing used in the reference text.
+    The shape is unchanged: (S, 28, 28) in, (S, 28, 28) out. Centring pixel values on zero is the
+    preprocessing used in the reference text.
     """
     return images.astype(np.float32) * np.float32(2.0 / 255.0) - np.float32(1.0)

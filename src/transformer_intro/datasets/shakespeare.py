@@ -25,7 +25,11 @@ def play_names() -> tuple[str, ...]:
 
 
 def load_play(name: str) -> str:
-    """The text of one play (see :func:`play_names`), decompressed."""
+    """The text of one play (see :func:`play_names`), decompressed.
+
+    Raises:
+        ValueError: if no play has that name.
+    """
     if name not in play_names():
         raise ValueError(f"no play named {name!r}; the plays are {', '.join(play_names())}")
     data = (resources.files(__package__) / "shakespeare" / f"{name}.txt.xz").read_bytes()
@@ -37,6 +41,9 @@ def load_shakespeare(split: str) -> str:
 
     ``"train"``: every play except :data:`VALIDATION_PLAYS`; ``"validation"``: those plays;
     ``"all"``: everything. Plays are separated by a blank line, as their ends already are.
+
+    Raises:
+        ValueError: if ``split`` is none of the three.
     """
     if split == "train":
         names = [n for n in play_names() if n not in VALIDATION_PLAYS]

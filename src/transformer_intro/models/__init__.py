@@ -1,5 +1,6 @@
-"""The book's three models, each built from the layers below it (attention, MLP, normalisation,
-the transformer block, positions, tokenisers) and nothing above them:
+"""The book's three models, each built from the layers below it and nothing above them.
+
+The layers are attention, MLP, normalisation, the transformer block, positions and tokenisers.
 
 * :mod:`.vit`: the Vision Transformer (chapter 8);
 * :mod:`.language_model`: the decoder-only character language model and its sampling (chapter 9);

@@ -7,8 +7,9 @@ of :class:`DecoderLayer`: causal self-attention over the target tokens produced 
 them, then the token-wise MLP, each wrapped in a pre-norm residual connection. Both kinds of
 attention are the package's one :class:`~transformer_intro.attention.MultiHeadAttention`.
 
-Masks follow the package's convention: ``mask[m, n] = False`` forbids output n from reading input m.
-Padding is the id ``pad_id`` in both sequences.
+Masks follow the package's convention: ``mask[n', n] = False`` forbids output n from reading
+input n'. Padding is the id ``pad_id`` in both sequences. A source has N_s tokens and a target
+N_t (the shapes call them M and N); cross-attention matrices are N_s x N_t.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ __all__ = ["DecoderLayer", "EncoderDecoder", "EncoderDecoderConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class EncoderDecoderConfig:
-    """Every choice that shapes an :class:`EncoderDecoder`. Plain values, so it saves as JSON."""
+    """Every choice that shapes an :class:`EncoderDecoder`. Plain values, so it saves as JSON.
+
+    The fields are the arguments of :class:`EncoderDecoder`, which documents them.
+    """
 
     source_vocab_size: int
     target_vocab_size: int
@@ -49,18 +53,23 @@ class EncoderDecoderConfig:
     pad_id: int = 0
 
     def replace(self, **changes) -> EncoderDecoderConfig:
+        """A copy with the given fields changed."""
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
+        """The configuration as a JSON object, keys sorted."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> EncoderDecoderConfig:
+        """The configuration that :meth:`to_json` wrote."""
         return cls(**json.loads(text))
 
 
 class DecoderLayer(eqx.Module):
-    r"""One decoder layer on one target sequence Y (rows), reading the encoder's outputs Z::
+    r"""One decoder layer on one target sequence Y (rows), reading the encoder's outputs Z.
+
+    Sub-layer by sub-layer::
 
         Y1 = Y  + MHSA(LayerNorm(Y), causal mask)   each token reads itself and earlier ones
         Y2 = Y1 + MHA(LayerNorm(Y1), context=Z)     cross-attention: queries from Y1, keys and
@@ -85,6 +94,16 @@ class DecoderLayer(eqx.Module):
         mlp_activation: Callable = jax.nn.gelu,
         key: PRNGKeyArray,
     ):
+        """Build the block (self-attention and MLP) and the cross-attention with its LayerNorm.
+
+        Args:
+            token_dim: D, the width of a token.
+            num_heads: H, in both attentions.
+            mlp_hidden_dim: the width of the MLP's hidden layer.
+            value_dim: None for full D x D value maps ``V_h``, Dv for ``V_h = O_h W_h``.
+            mlp_activation: σ, the MLP's nonlinearity.
+            key: a PRNG key.
+        """
         block_key, cross_key = jax.random.split(key)
         self.block = TransformerBlock(
             token_dim,
@@ -111,6 +130,17 @@ class DecoderLayer(eqx.Module):
     def __call__(
         self, y: Float[Array, "N D"], memory: Float[Array, "M D"], source_is_real: Bool[Array, " M"]
     ) -> Float[Array, "N D"]:
+        """The layer on one target sequence.
+
+        Args:
+            y: the N_t target tokens, as rows.
+            memory: the encoder's N_s outputs Z, which offer keys and values.
+            source_is_real: which source tokens are real rather than padding; no target token
+                reads padding.
+
+        Returns:
+            ``Y'``, shape (N_t, D).
+        """
         y = self.block.attention_residual(y, causal_mask(y.shape[0]))
         return self.block.mlp_residual(self._cross(y, memory, source_is_real))
 
@@ -132,8 +162,10 @@ class DecoderLayer(eqx.Module):
     def cross_attention_weights(
         self, y: Float[Array, "N D"], memory: Float[Array, "M D"], source_is_real: Bool[Array, " M"]
     ) -> Float[Array, "H M N"]:
-        """``A_h[m, n]``: how much target token n reads source token m (columns sum to one), given
-        this layer's input y."""
+        """``A_h[n', n]``: how much target token n reads source token n', given the layer's input y.
+
+        Each column sums to one over the real source tokens. The shape is (H, N_s, N_t).
+        """
         n = y.shape[0]
         y = self.block.attention_residual(y, causal_mask(n))
         return self.cross_attention.attention_weights(
@@ -142,11 +174,13 @@ class DecoderLayer(eqx.Module):
 
 
 class EncoderDecoder(eqx.Module):
-    """Source token ids -> encoder -> memory; target ids so far + memory -> decoder -> logits.
+    """Source ids -> encoder -> memory; target ids so far and memory -> decoder -> logits.
 
     ``__call__`` is the readable one-example definition (teacher forcing: the logits for every
     target position at once); :meth:`batched` computes the same for a batch with the fast paths;
     :meth:`greedy_decode` generates a target one token at a time.
+
+    Logits are over the target vocabulary, |V| of them per position (``V`` in the shapes).
     """
 
     source_embedding: DiscreteTokeniser
@@ -177,6 +211,23 @@ class EncoderDecoder(eqx.Module):
         pad_id: int = 0,
         key: PRNGKeyArray,
     ):
+        """Build the embeddings, the encoder, the decoder and the unembedding.
+
+        Args:
+            source_vocab_size: the number of source symbols.
+            target_vocab_size: |V|, the number of target symbols.
+            max_source_length: the longest source, in tokens.
+            max_target_length: the longest target, in tokens.
+            token_dim: D, the width of a token.
+            num_heads: H, in every attention.
+            mlp_hidden_dim: the width of every MLP's hidden layer.
+            encoder_layers: the number of encoder blocks.
+            decoder_layers: the number of decoder layers.
+            value_dim: None for full D x D value maps ``V_h``, Dv for ``V_h = O_h W_h``.
+            position_scale: the standard deviation of the initial learned position embeddings.
+            pad_id: the padding id, in sources and targets alike.
+            key: a PRNG key.
+        """
         keys = iter(jax.random.split(key, 5 + encoder_layers + decoder_layers))
         self.source_embedding = DiscreteTokeniser(source_vocab_size, token_dim, key=next(keys))
         # Positions start as large as the unit-variance symbol embeddings, so that from the first
@@ -223,20 +274,27 @@ class EncoderDecoder(eqx.Module):
 
     @property
     def pad_id(self) -> int:
+        """The padding id, in sources and targets alike."""
         return self.config.pad_id
 
     @property
     def max_source_length(self) -> int:
+        """The longest source the model reads, in tokens."""
         return self.source_positions.embeddings.shape[0]
 
     @property
     def max_target_length(self) -> int:
+        """The longest target the model writes, in tokens."""
         return self.target_positions.embeddings.shape[0]
 
     # -- one example -------------------------------------------------------------------------------
 
     def encode(self, source: Int[Array, " M"]) -> Float[Array, "M D"]:
-        """The encoder's outputs ("memory"), one per source token; padding is read by no token."""
+        """The encoder's outputs ("memory"), one per source token; padding is read by no token.
+
+        Raises:
+            ValueError: if the source is longer than the model reads.
+        """
         self._check_source(source.shape[-1])
         x = self.source_positions(self.source_embedding(source))
         mask = padding_mask(source != self.pad_id)
@@ -250,7 +308,19 @@ class EncoderDecoder(eqx.Module):
         source_is_real: Bool[Array, " M"],
         target_inputs: Int[Array, " N"],
     ) -> Float[Array, "N V"]:
-        """Logits for the next target token at every position, reading the targets up to there."""
+        """Logits for the next target token at every position, reading the targets up to there.
+
+        Args:
+            memory: the encoder's outputs, from :meth:`encode`.
+            source_is_real: which source tokens are real rather than padding.
+            target_inputs: the N_t target ids so far, starting with the start id.
+
+        Returns:
+            Logits, shape (N_t, |V|); row n predicts target token n + 1.
+
+        Raises:
+            ValueError: if the target is longer than the model writes.
+        """
         self._check_target(target_inputs.shape[-1])
         y = self.target_positions(self.target_embedding(target_inputs))
         for layer in self.decoder:
@@ -260,14 +330,20 @@ class EncoderDecoder(eqx.Module):
     def __call__(
         self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]
     ) -> Float[Array, "N V"]:
+        """Teacher forcing on one example: the (N_t, |V|) logits of every target position.
+
+        Raises:
+            ValueError: if the source or the target is longer than the model allows.
+        """
         return self.decode(self.encode(source), source != self.pad_id, target_inputs)
 
     def cross_attention_weights(
         self, source: Int[Array, " M"], target_inputs: Int[Array, " N"]
     ) -> Float[Array, "L H M N"]:
-        """Every decoder layer's cross-attention matrices ``A_h[m, n]``.
+        """Every decoder layer's cross-attention matrices ``A_h[n', n]``.
 
-        Target n reads source m.
+        Target token n reads source token n'; the shape is (layers, H, N_s, N_t), and each column
+        sums to one.
         """
         memory, source_is_real = self.encode(source), source != self.pad_id
         y = self.target_positions(self.target_embedding(target_inputs))
@@ -280,6 +356,11 @@ class EncoderDecoder(eqx.Module):
     # -- a batch, through the fast paths -----------------------------------------------------------
 
     def encode_batched(self, sources: Int[Array, "B M"]) -> Float[Array, "B M D"]:
+        """``jax.vmap(self.encode)(sources)`` through the fast batched paths.
+
+        Raises:
+            ValueError: if the sources are longer than the model reads.
+        """
         self._check_source(sources.shape[-1])
         x = self.source_positions.table()[: sources.shape[1]] + self.source_embedding.table[sources]
         mask = jax.vmap(padding_mask)(sources != self.pad_id)  # one (M, M) mask per example
@@ -293,6 +374,11 @@ class EncoderDecoder(eqx.Module):
         source_is_real: Bool[Array, "B M"],
         target_inputs: Int[Array, "B N"],
     ) -> Float[Array, "B N V"]:
+        """``jax.vmap(self.decode)(memory, source_is_real, target_inputs)``, through the fast paths.
+
+        Raises:
+            ValueError: if the targets are longer than the model writes.
+        """
         self._check_target(target_inputs.shape[-1])
         y = (
             self.target_positions.table()[: target_inputs.shape[1]]
@@ -314,12 +400,24 @@ class EncoderDecoder(eqx.Module):
     def greedy_decode(
         self, sources: Int[Array, "B M"], start_id: int, length: int | None = None
     ) -> Int[Array, "B N"]:
-        """Generate targets one token at a time, each the most likely next token given the ones
-        before it: ``length`` tokens after ``start_id`` (the decoder's full length by default).
+        """Generate targets one token at a time, each the most likely given the ones before it.
 
-        Without a cache: every step runs the decoder over the whole (fixed-length) buffer and reads
-        the logits at the position just filled. The decoder is causal, so positions not yet filled
-        cannot change them, and the buffer's shape stays fixed for the compiler.
+        Returns ``length`` tokens after ``start_id`` (the decoder's full length by default); the
+        start id itself is not among them. There is no cache: every step runs the decoder over
+        the whole (fixed-length) buffer and reads the logits at the position just filled. The
+        decoder is causal, so positions not yet filled cannot change them, and the buffer's shape
+        stays fixed for the compiler.
+
+        Args:
+            sources: B source sequences of ids, padded with ``pad_id``.
+            start_id: the id that starts every target.
+            length: how many tokens to generate; the longest target the model writes by default.
+
+        Returns:
+            The generated ids, (B, length).
+
+        Raises:
+            ValueError: if ``length`` is longer than the model writes.
         """
         length = self.max_target_length if length is None else length
         self._check_target(length)

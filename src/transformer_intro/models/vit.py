@@ -1,5 +1,8 @@
-"""A Vision Transformer (Dosovitskiy et al. 2021): patches as tokens, a class token, position
-embeddings, M transformer blocks, and a classifier read off the class token."""
+"""A Vision Transformer (Dosovitskiy et al. 2021), the model of chapter 8.
+
+Patches become tokens, a class token goes in front, position embeddings are added, M transformer
+blocks refine the tokens, and a classifier reads the class token's final state.
+"""
 
 from __future__ import annotations
 
@@ -35,19 +38,45 @@ ACTIVATIONS = {"identity": _identity, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
 
 @dataclasses.dataclass(frozen=True)
 class ViTConfig:
-    """Every choice that shapes a :class:`VisionTransformer`. Plain values, so it saves as JSON."""
+    """Every choice that shapes a :class:`VisionTransformer`. Plain values, so it saves as JSON.
+
+    Attributes:
+        image_size: the side of a square image, in pixels.
+        channels: the number of colour channels (1 for MNIST).
+        patch_size: P, the side of a square patch; it must divide ``image_size``.
+        dim: D, the width of a token.
+        num_heads: H.
+        head_dim: K; None means D / H.
+        value_dim: None for full D x D value maps ``V_h`` (the text); Dv for ``V_h = O_h W_h``.
+        num_blocks: M.
+        mlp_hidden_dim: the width of each block's MLP.
+        mlp_num_layers: the number of hidden layers of each block's MLP.
+        head_hidden_dim: None for a linear classifier on the class token; else the width of the
+            classifier's one hidden layer.
+        num_classes: C.
+        scaled: divide attention scores by sqrt(K).
+        qk_activation: the name, in :data:`ACTIVATIONS`, of the map applied to keys and queries.
+        combine_heads: "sum" (the maths) or "mean" (the reference code).
+        residual: where each block's first residual starts, "input" or "normalised".
+        final_norm: a LayerNorm on the class token before the classifier.
+        position_init_scale: the standard deviation of the initial position embeddings.
+
+    Raises:
+        ValueError: on construction, if the patches do not tile the image, D is not a multiple of
+            H without ``head_dim``, M < 1, or ``qk_activation`` is unknown.
+    """
 
     image_size: int = 28
     channels: int = 1
     patch_size: int = 4
     dim: int = 64
     num_heads: int = 4
-    head_dim: int | None = None  # K; None means dim / num_heads
-    value_dim: int | None = None  # None: full D x D value maps V_h (the text); else V_h = O_h W_h
+    head_dim: int | None = None
+    value_dim: int | None = None
     num_blocks: int = 6
     mlp_hidden_dim: int = 128
     mlp_num_layers: int = 1
-    head_hidden_dim: int | None = None  # None: a linear classifier on the class token
+    head_hidden_dim: int | None = None
     num_classes: int = 10
     scaled: bool = True
     qk_activation: Literal["identity", "gelu", "relu"] = "identity"
@@ -57,6 +86,7 @@ class ViTConfig:
     position_init_scale: float = 0.02
 
     def __post_init__(self):
+        """Check the choices together, so that a bad one fails here and not deep in the model."""
         check_patch_size(self.image_size, self.image_size, self.patch_size)
         if self.head_dim is None and self.dim % self.num_heads:
             raise ValueError(
@@ -75,16 +105,20 @@ class ViTConfig:
 
     @property
     def num_patches(self) -> int:
+        """N, the number of patch tokens (the class token not counted)."""
         return (self.image_size // self.patch_size) ** 2
 
     def replace(self, **changes) -> ViTConfig:
+        """A copy with the given fields changed (and checked again)."""
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
+        """The configuration as a JSON object, keys sorted."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ViTConfig:
+        """The configuration that :meth:`to_json` wrote."""
         return cls(**json.loads(text))
 
 
@@ -125,6 +159,11 @@ CONFIGS: dict[str, ViTConfig] = {
 
 
 def get_config(name_or_config: str | ViTConfig) -> ViTConfig:
+    """A configuration by its name in :data:`CONFIGS`; a :class:`ViTConfig` passes through.
+
+    Raises:
+        ValueError: if no configuration has that name.
+    """
     if isinstance(name_or_config, ViTConfig):
         return name_or_config
     if name_or_config not in CONFIGS:
@@ -135,7 +174,7 @@ def get_config(name_or_config: str | ViTConfig) -> ViTConfig:
 
 
 class VisionTransformer(eqx.Module):
-    """Image (C, H, W) → class logits.
+    """An image, (channels, height, width), to logits over the C classes.
 
     Patches become tokens (:class:`PatchTokeniser`), learned position embeddings are added, a
     learned class token ``x_0`` is put in front, M blocks refine all N + 1 tokens, and the class
@@ -152,6 +191,12 @@ class VisionTransformer(eqx.Module):
     config: ViTConfig = eqx.field(static=True)
 
     def __init__(self, config: str | ViTConfig = "default", *, key: PRNGKeyArray):
+        """Build the model; the class token starts at zero, the rest is drawn at random.
+
+        Args:
+            config: a :class:`ViTConfig`, or the name of one in :data:`CONFIGS`.
+            key: a PRNG key.
+        """
         config = get_config(config)
         keys = jax.random.split(key, config.num_blocks + 3)
         self.tokeniser = PatchTokeniser(config.patch_size, config.channels, config.dim, key=keys[0])
@@ -200,11 +245,17 @@ class VisionTransformer(eqx.Module):
         return jnp.concatenate([self.class_token[None], patches], axis=0)
 
     def classify(self, class_token: Float[Array, " D"]) -> Float[Array, " classes"]:
+        """The C logits read off the class token's final state (final LayerNorm, then the head)."""
         if self.final_norm is not None:
             class_token = self.final_norm(class_token)
         return self.head(class_token)
 
     def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, " classes"]:
+        """The C class logits of one image, (channels, height, width).
+
+        Raises:
+            ValueError: if the image's shape is not the configuration's.
+        """
         x = self.tokens(image)
         for block in self.blocks:
             x = block(x)
@@ -213,8 +264,12 @@ class VisionTransformer(eqx.Module):
     def intermediates(self, image: Float[Array, "C H W"]) -> dict[str, Array]:
         """Logits plus what happened on the way: every block's input tokens and attention weights.
 
-        ``attention_weights`` has shape (M, H, N+1, N+1) with the maths' orientation: column n of
-        ``attention_weights[m, h]`` is how token n distributes its attention in block m, head h.
+        Returns:
+            A dict: ``block_inputs`` (M, N+1, D), the input ``X^(m)`` of each block;
+            ``attention_weights`` (M, H, N+1, N+1) in the maths' orientation, column n of
+            ``attention_weights[m, h]`` being how token n distributes its attention over the
+            inputs n' in block m, head h; ``output_tokens`` (N+1, D); ``logits`` (C,). Token 0 is
+            the class token.
         """
         x = self.tokens(image)
         inputs, weights = [], []
@@ -230,7 +285,12 @@ class VisionTransformer(eqx.Module):
         }
 
     def batched(self, images: Float[Array, "B C H W"]) -> Float[Array, "B classes"]:
-        """``jax.vmap(self)(images)`` through the fast batched paths; used for training."""
+        """``jax.vmap(self)(images)`` through the fast batched paths; used for training.
+
+        Raises:
+            ValueError: if ``images`` is not a (B, channels, height, width) batch of the
+                configuration's shape.
+        """
         if images.ndim != 4:
             raise ValueError(f"expected a batch of images (B, C, H, W), got {images.shape}")
         self._check_image(images.shape[1:])
@@ -247,4 +307,5 @@ class VisionTransformer(eqx.Module):
 
 
 def count_parameters(model: eqx.Module) -> int:
+    """The number of trainable numbers in a model: the sizes of its floating-point arrays."""
     return sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array)))
