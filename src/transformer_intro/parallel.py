@@ -60,9 +60,11 @@ DATA, MODEL = "data", "model"
 
 
 def make_mesh(data: int, model: int = 1, *, devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A ``data`` x ``model`` mesh (a 1-D ``data`` mesh when ``model == 1``) whose axes jit
-    partitions automatically. Devices are taken process by process, so that each process's
-    devices hold consecutive blocks of the batch."""
+    """A ``data`` x ``model`` mesh (a 1-D ``data`` mesh when ``model == 1``).
+
+    jit partitions over its axes automatically. Devices are taken process by process, so that
+    each process's devices hold consecutive blocks of the batch.
+    """
     devices = sorted(
         jax.devices() if devices is None else devices, key=lambda d: (d.process_index, d.id)
     )
@@ -90,9 +92,12 @@ def data_parallel_rules(path: str, shape: tuple[int, ...], mesh: Mesh) -> P:
 
 
 def rules_from_table(table: Sequence[tuple[str, P]]) -> Rule:
-    """A rule from ``(regular expression, PartitionSpec)`` pairs: the first pattern found in the
-    path wins, anything unmatched is replicated. Patterns are searched, not anchored at the start,
-    so they also match the optimiser's copies of a parameter (``0.mu.blocks.0.mlp...``)."""
+    """A rule from ``(regular expression, PartitionSpec)`` pairs.
+
+    The first pattern found in the path wins; anything unmatched is replicated. Patterns are
+    searched, not anchored at the start, so they also match the optimiser's copies of a parameter
+    (``0.mu.blocks.0.mlp...``).
+    """
     compiled = [(re.compile(pattern), spec) for pattern, spec in table]
 
     def rule(path: str, shape: tuple[int, ...], mesh: Mesh) -> P:
@@ -116,9 +121,12 @@ TENSOR_PARALLEL_RULES: Rule = rules_from_table(TENSOR_PARALLEL_TABLE)
 
 
 def fully_sharded_rules(path: str, shape: tuple[int, ...], mesh: Mesh) -> P:
-    """Fully sharded data parallelism: each parameter split over ``data`` along its first axis
-    that the axis size divides (so that no device holds a ragged block); replicated when none
-    does, which for the book's models is only the few smallest vectors."""
+    """Fully sharded data parallelism: each parameter split over ``data``.
+
+    A parameter is split along its first axis that the axis size divides (so that no device
+    holds a ragged block), and replicated when none does, which for the book's models is only
+    the few smallest vectors.
+    """
     size = mesh.shape[DATA]
     for axis, length in enumerate(shape):
         if length % size == 0:
@@ -169,8 +177,11 @@ def _place(tree, shardings, inside_jit: bool):
 
 
 def shard_tree(tree, mesh: Mesh, rule: Rule):
-    """Every array of ``tree`` placed on the mesh as ``rule`` says: a model, its gradients, or an
-    optimiser state, whose moments sit at paths that end with the parameter's path."""
+    """Every array of ``tree`` placed on the mesh as ``rule`` says.
+
+    ``tree`` is a model, its gradients, or an optimiser state, whose moments sit at paths that
+    end with the parameter's path.
+    """
     return _place(tree, tree_shardings(tree, mesh, rule), inside_jit=False)
 
 
@@ -180,8 +191,9 @@ def shard_params(model: eqx.Module, mesh: Mesh, rule: Rule = data_parallel_rules
 
 
 def shard_batch(mesh: Mesh, batch, *, process_local: bool = False):
-    """Split every array of ``batch`` (any pytree) along its leading (batch) axis over the mesh's
-    ``data`` axis.
+    """Split every array of ``batch`` (any pytree) over the mesh's ``data`` axis.
+
+    The split is along each array's leading (batch) axis.
 
     With several processes each one passes ``process_local=True`` and only its own consecutive
     slice of the global batch; ``jax.make_array_from_process_local_data`` assembles the global
@@ -219,8 +231,10 @@ def _check_batch_size(batch_size: int, mesh: Mesh) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """Shardings for a training run on ``mesh``: the model's and the optimiser state's, from one
-    rule, and each batch's, split along its first axis over ``data``.
+    """Shardings for a training run on ``mesh``.
+
+    The model's and the optimiser state's come from one rule; each batch is split along its
+    first axis over ``data``.
 
     ``training.fit`` places the model and optimiser state once (:meth:`put`) and constrains them
     and every batch inside the compiled step (:meth:`constrain`); ``jit`` partitions the step to
@@ -233,6 +247,11 @@ class Placement:
 
     @classmethod
     def create(cls, mesh: Mesh, model, opt_state, rule: Rule = data_parallel_rules) -> Placement:
+        """The placement of ``model`` and ``opt_state`` on ``mesh`` under ``rule``.
+
+        Raises:
+            ValueError: the mesh has no ``data`` axis.
+        """
         if DATA not in mesh.shape:
             raise ValueError(
                 f"the mesh has no {DATA!r} axis to split the batch over; its axes are "
@@ -253,6 +272,7 @@ class Placement:
         )
 
     def check_batch_size(self, batch_size: int) -> None:
+        """Raise ``ValueError`` unless ``batch_size`` splits evenly over the ``data`` axis."""
         _check_batch_size(batch_size, self.mesh)
 
     def constrain(self, model=None, opt_state=None, batch=None):
@@ -275,8 +295,10 @@ class Placement:
 def shard_map_gradients(
     model, mesh: Mesh, batch, *, loss: Callable, mark_varying: bool = True, reduce: bool = True
 ):
-    """The data-parallel gradient as each device computes it: its own slice of the batch, its
-    own gradient, then the mean over ``data`` with ``jax.lax.pmean``. Returns (loss, gradients).
+    """The data-parallel gradient as each device computes it.
+
+    Each device takes its own slice of the batch and its own gradient, then the mean over
+    ``data`` with ``jax.lax.pmean``. Returns (loss, gradients).
 
     ``batch`` is any pytree of arrays whose first axis is the batch; ``loss(model, batch)``
     returns ``(scalar, metrics)``, as a task's ``loss`` does.
@@ -314,8 +336,11 @@ def shard_map_gradients(
 def shard_map_step(
     model, opt_state, batch, *, loss: Callable, optimiser: optax.GradientTransformation, mesh: Mesh
 ):
-    """One data-parallel optimiser step with the gradient of :func:`shard_map_gradients`;
-    returns ``(model, opt_state, loss)``."""
+    """One data-parallel optimiser step with the gradient of :func:`shard_map_gradients`.
+
+    Returns:
+        ``(model, opt_state, loss)``.
+    """
     value, grads = shard_map_gradients(model, mesh, batch, loss=loss)
     updates, opt_state = optimiser.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
     return eqx.apply_updates(model, updates), opt_state, value

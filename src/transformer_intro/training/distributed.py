@@ -1,7 +1,9 @@
-"""One process of a multi-process data-parallel run on CPU devices:
+r"""One process of a multi-process data-parallel run on CPU devices.
 
-    python -m transformer_intro.training.distributed --num-processes 2 --process-id i \\
-        --port p --out f
+Run as::
+
+    python -m transformer_intro.training.distributed --num-processes 2 --process-id i --port p \
+        --out f
 
 Every process builds the same small ViT and the same synthetic data, joins the others through
 ``jax.distributed``, and calls ``fit`` on one mesh over every device of every process. Process 0

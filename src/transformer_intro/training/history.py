@@ -10,8 +10,9 @@ __all__ = ["History"]
 
 @dataclasses.dataclass
 class History:
-    """The record of a run, against steps and seconds of training (compilation included,
-    evaluation and callbacks excluded).
+    """The record of a run, against steps and seconds of training.
+
+    Seconds include compilation and exclude evaluation and callbacks.
 
     Attributes:
         step: the step count at each log entry (one entry per compiled call of ``fit``).
@@ -28,10 +29,12 @@ class History:
     evaluations: list[dict[str, float]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> str:
+        """The history as a JSON object of lists."""
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> History:
+        """The history that :meth:`to_json` wrote."""
         return cls(**json.loads(text))
 
     def evaluated(self, metric: str) -> tuple[list[int], list[float], list[float]]:
@@ -47,8 +50,11 @@ class History:
     def first_reached(
         self, metric: str, value: float, *, higher_is_better: bool = True
     ) -> tuple[int, float] | None:
-        """``(step, seconds)`` of the first evaluation at which ``metric`` reached ``value``
-        (at or above it; at or below it when lower is better), or None."""
+        """``(step, seconds)`` of the first evaluation at which ``metric`` reached ``value``.
+
+        Reached means at or above it (at or below it when lower is better); None when it never
+        was.
+        """
         for step, seconds, measured in zip(*self.evaluated(metric)):
             if (measured >= value) if higher_is_better else (measured <= value):
                 return step, seconds
@@ -57,8 +63,11 @@ class History:
     def held_from(
         self, metric: str, value: float, *, higher_is_better: bool = True
     ) -> tuple[int, float] | None:
-        """``(step, seconds)`` from which every later evaluation of ``metric`` stays at ``value`` or
-        better (early in training a metric can pass a mark and fall back), or None."""
+        """``(step, seconds)`` from which every later evaluation of ``metric`` stays at ``value``.
+
+        Stays means at ``value`` or better; early in training a metric can pass a mark and fall
+        back. None when no such step exists.
+        """
         held = None
         for step, seconds, measured in zip(*self.evaluated(metric)):
             if not ((measured >= value) if higher_is_better else (measured <= value)):

@@ -75,6 +75,7 @@ class Every:
     callback: Callable
 
     def __call__(self, step: int, model, history: History):
+        """Call the callback when ``step`` is a multiple of ``steps``; return what it returns."""
         if step % self.steps == 0:
             return self.callback(step, model, history)
         return None
