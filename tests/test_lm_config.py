@@ -159,3 +159,13 @@ def test_checkpoint_round_trip_with_every_option(tmp_path):
     loaded, _ = load_checkpoint(path)
     assert loaded.config == config
     np.testing.assert_array_equal(loaded(ids()), model(ids()))
+
+
+def test_repr_shows_the_sizes_and_only_the_options_that_are_set():
+    # Chapter 9 prints its configuration: it reads as it did before the options existed.
+    config = LMConfig(vocab_size=84, window=64)
+    assert repr(config) == (
+        "LMConfig(vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, "
+        "mlp_hidden_dim=512, positions='rotary', embedding_init_scale=0.02)"
+    )
+    assert repr(config.replace(qk_norm=True)).endswith(", qk_norm=True)")

@@ -64,6 +64,10 @@ ACTIVATIONS = {
 }
 
 
+# LMConfig's first fields (sizes, positions, initial scale): its repr shows them all.
+_ALWAYS_SHOWN = 8
+
+
 @dataclasses.dataclass(frozen=True)
 class LMConfig:
     """Every choice that shapes a :class:`LanguageModel`. Plain values, so it saves as JSON.
@@ -149,6 +153,17 @@ class LMConfig:
     def head_dim(self) -> int:
         """K = D / H, the width of each head's keys, queries and values."""
         return self.dim // self.num_heads
+
+    def __repr__(self) -> str:
+        # The sizes always; the options of today's models only where they differ from chapter
+        # 9's model, so that its configuration reads as it always has.
+        fields = dataclasses.fields(self)
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for i, f in enumerate(fields)
+            if i < _ALWAYS_SHOWN or getattr(self, f.name) != f.default
+        ]
+        return f"LMConfig({', '.join(shown)})"
 
     def replace(self, **changes) -> LMConfig:
         return dataclasses.replace(self, **changes)
