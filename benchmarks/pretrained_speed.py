@@ -1,10 +1,13 @@
 """Tokens per second of SmolLM2-135M-Instruct: the book's code against transformers' generate.
 
-Same GGUF weights (float32 both), same templated prompt, greedy decoding. Prefill (the prompt
-in one pass) and decoding (one token per step, on the key-value cache) are timed apart, after a
-call that compiles (JAX) or warms up (torch). Each implementation runs at each thread setting in
-``--threads``; the best is reported. Each setting runs in a fresh subprocess pinned to that
-many cores (``taskset``), since JAX fixes its thread pool when it starts.
+The book's code is :class:`transformer_intro.models.LanguageModel` with SmolLM2's configuration
+(``transformer_intro.pretrained.load_smollm2``), generating through the attention module's
+key-value cache. Same GGUF weights (float32 both), same templated prompt, greedy decoding.
+Prefill (the prompt in one pass) and decoding (one token per step, on the key-value cache) are
+timed apart, after a call that compiles (JAX) or warms up (torch). Each implementation runs at
+each thread setting in ``--threads``; the best is reported. Each setting runs in a fresh
+subprocess pinned to that many cores (``taskset``), since JAX fixes its thread pool when it
+starts. Each worker also reports its peak resident memory.
 
     python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2
 """
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -59,6 +63,7 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
         "prefill_tokens_per_s": len(ids) / prefill_s,
         "decode_tokens_per_s": num_tokens / decode_s,
         "tokens": runs[0][2].tolist(),
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
@@ -107,6 +112,7 @@ def run_torch(num_tokens: int, repeats: int, threads: int) -> dict:
         "prefill_tokens_per_s": ids.shape[1] / prefill_s,
         "decode_tokens_per_s": num_tokens / decode_s,
         "tokens": runs[0][2],
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
@@ -147,7 +153,8 @@ def main():
             print(
                 f"{name:5s} {threads} thread(s): prefill {r['prompt_tokens']} tokens in "
                 f"{r['prefill_s'] * 1e3:.0f} ms ({r['prefill_tokens_per_s']:.0f} tokens/s), "
-                f"decode {r['decode_tokens_per_s']:.1f} tokens/s",
+                f"decode {r['decode_tokens_per_s']:.1f} tokens/s, "
+                f"peak memory {r['peak_mib']:.0f} MiB",
                 flush=True,
             )
     best = {
@@ -165,6 +172,16 @@ def main():
     )
     same = best["jax"]["tokens"] == best["torch"]["tokens"]
     print(f"same greedy tokens: {same}")
+    # Prefill at its own best thread setting, which need not be decoding's.
+    prefill = {
+        name: max(r["prefill_tokens_per_s"] for (n, _), r in results.items() if n == name)
+        for name in ("jax", "torch")
+    }
+    print(
+        f"best prefill: book's code {prefill['jax']:.0f} tokens/s, "
+        f"transformers {prefill['torch']:.0f} tokens/s "
+        f"({best['jax']['prompt_tokens']} prompt tokens)"
+    )
 
 
 if __name__ == "__main__":

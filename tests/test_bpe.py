@@ -331,3 +331,39 @@ def test_errors(gpt2, trained):
         bpe.decode([len(bpe)])
     with pytest.raises(ValueError, match="not the join"):
         BytePairEncoding([bytes([b]) for b in range(256)] + [b"abc"])
+
+
+def test_a_vocabulary_numbered_otherwise_encodes_the_same_tokens(trained):
+    """``ids``: a pretrained vocabulary may put its special tokens first (SmolLM2 does). The same
+    tokens numbered differently encode every text to the renumbered ids, and round-trip."""
+    bpe, _ = trained
+    specials = {"<|endoftext|>": 0, "<|pad|>": 1}
+    shift = len(specials)
+    renumbered = BytePairEncoding(
+        bpe.token_bytes,
+        pattern=bpe.pattern,
+        merges=bpe.merges,
+        special_tokens=specials,
+        ids=[i + shift for i in range(len(bpe.token_bytes))],
+    )
+    for text in HARD_CASES:
+        ids = renumbered.encode(text, specials="none")
+        assert ids == [i + shift for i in bpe.encode(text, specials="none")]
+        assert renumbered.decode(ids) == text
+    assert renumbered.encode("a<|pad|>b")[1] == 1
+    assert BytePairEncoding.from_dict(renumbered.to_dict()) == renumbered
+    assert renumbered != bpe  # negative control: the numbering is part of the tokeniser
+    with pytest.raises(ValueError, match="each once"):
+        BytePairEncoding(
+            bpe.token_bytes, ids=list(range(len(bpe.token_bytes))), special_tokens={"x": 0}
+        )
+
+
+def test_a_vocabulary_may_lack_bytes_and_says_which():
+    singles = [bytes([b]) for b in range(256) if b != 4]
+    partial = BytePairEncoding(singles + [b"ab"], ids=list(range(256)))
+    assert partial.num_bytes == 255 and partial.encode("ab") == [255]
+    with pytest.raises(ValueError, match="not in this tokeniser's vocabulary"):
+        partial.encode("a\x04")
+    with pytest.raises(ValueError, match="256 single bytes"):
+        BytePairEncoding(singles)  # a tokeniser trained here has every byte

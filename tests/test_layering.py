@@ -22,8 +22,8 @@ LAYERS = {
     "block": 1,
     "relations": 2,
     "models": 3,
-    "pretrained": 3,  # pretrained models, built from the layers
     "parallel": 4,
+    "pretrained": 4,  # pretrained models: configurations of the models, and converters
     "tasks": 5,
     "training": 5,  # tasks name their recipes; training's multi-process demo trains a task
 }  # fmt: skip

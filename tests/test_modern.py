@@ -323,12 +323,17 @@ def tiny_gpt2():
 
 
 def test_gpt2_converted_gives_the_same_logits(tiny_gpt2):
-    from transformer_intro.pretrained.gpt2 import GPT2Config, gpt2_from_state_dict
+    from transformer_intro.pretrained.gpt2 import gpt2_config_from_hf, gpt2_from_state_dict
 
     config, state, ids, expected = tiny_gpt2
-    model = gpt2_from_state_dict(state, GPT2Config.from_hf(config.to_dict()))
+    model = gpt2_from_state_dict(state, gpt2_config_from_hf(config.to_dict()))
+    assert type(model).__name__ == "LanguageModel"  # the book's model, GPT-2's configuration
     logits = np.asarray(model(jnp.asarray(ids)))
     assert np.abs(logits - expected).max() < 1e-5
+    # The fast batched path and the key-value cache give the same logits.
+    np.testing.assert_allclose(model.batched(jnp.asarray(ids)[None])[0], logits, atol=1e-5)
+    cached, _ = model.extend(jnp.asarray(ids), model.empty_cache(), 0)
+    np.testing.assert_allclose(cached, logits, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -336,15 +341,15 @@ def test_gpt2_converted_gives_the_same_logits(tiny_gpt2):
     [("h.0.ln_1.weight", "h.0.ln_2.weight"), ("h.1.mlp.c_fc.bias", "h.0.mlp.c_fc.bias")],
 )
 def test_gpt2_with_a_swapped_pair_of_weights_fails(tiny_gpt2, first, second):
-    from transformer_intro.pretrained.gpt2 import GPT2Config, gpt2_from_state_dict
+    from transformer_intro.pretrained.gpt2 import gpt2_config_from_hf, gpt2_from_state_dict
 
     config, state, ids, expected = tiny_gpt2
     swapped = dict(state)
     a, b = f"transformer.{first}", f"transformer.{second}"
     swapped[a], swapped[b] = state[b], state[a]
-    model = gpt2_from_state_dict(swapped, GPT2Config.from_hf(config.to_dict()))
+    model = gpt2_from_state_dict(swapped, gpt2_config_from_hf(config.to_dict()))
     assert np.abs(np.asarray(model(jnp.asarray(ids))) - expected).max() > 1e-3
     with pytest.raises(KeyError, match="no tensor"):
         gpt2_from_state_dict(
-            {k: v for k, v in state.items() if k != a}, GPT2Config.from_hf(config.to_dict())
+            {k: v for k, v in state.items() if k != a}, gpt2_config_from_hf(config.to_dict())
         )

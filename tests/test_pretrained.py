@@ -11,13 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_intro.bpe import BytePairEncoding
+from transformer_intro.models import LanguageModel
 from transformer_intro.positions import half_to_interleaved
 from transformer_intro.pretrained import (
+    SMOLLM2_135M,
     find_smollm2,
     generate_ids,
     generate_text,
     load_smollm2,
 )
+from transformer_intro.pretrained.tokeniser import BYTE_LEVEL_PATTERN
 
 try:
     GGUF = find_smollm2()
@@ -70,7 +74,19 @@ def test_token_ids_match_transformers(ours, reference):
         assert ids == hf_tokenizer.encode(text), text
         assert tokenizer.decode(ids) == text
     assert tokenizer.encode("<|im_end|>") == [2]
-    assert tokenizer.encode("<|im_end|>", specials=False) != [2]
+    assert tokenizer.encode("<|im_end|>", specials="none") != [2]
+
+
+def test_model_and_tokeniser_are_the_books_own(ours):
+    model, tokenizer = ours
+    assert isinstance(model, LanguageModel) and model.config == SMOLLM2_135M
+    assert isinstance(tokenizer, BytePairEncoding) and tokenizer.pattern == BYTE_LEVEL_PATTERN
+    assert len(tokenizer) == SMOLLM2_135M.vocab_size == 49_152
+    # The vocabulary numbers its 17 special tokens first, then 235 bytes and 48,900 merges.
+    assert sorted(tokenizer.special_tokens.values()) == list(range(17))
+    assert (tokenizer.num_bytes, len(tokenizer.merges)) == (235, 48_900)
+    with pytest.raises(ValueError, match="not in this tokeniser's vocabulary"):
+        tokenizer.encode("\x04")  # a byte SmolLM2's training text never had
 
 
 def test_chat_template_matches_transformers(ours, reference):

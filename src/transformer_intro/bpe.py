@@ -98,8 +98,13 @@ class BytePairEncoding:
             single bytes (in any order); every later token must be the join of two earlier ones.
         pattern: the pre-splitting regular expression (``regex`` syntax).
         special_tokens: special token strings mapped to ids after the ordinary tokens.
-        merges: for each token from id 256 on, the pair of ids it was made from (derived from the
-            bytes when not given).
+        merges: for each token after the single bytes, the pair of earlier tokens (by position
+            in ``token_bytes``) it was made from (derived from the bytes when not given).
+        ids: the id of each ordinary token, when it is not its position: a pretrained vocabulary
+            (SmolLM2's) may number its special tokens first. The ids of the ordinary and the
+            special tokens together must then be 0, ..., |V| - 1, each once. Such a vocabulary
+            may also lack single bytes its training text never had; encoding text with one of
+            them is an error that names it.
     """
 
     def __init__(
@@ -109,37 +114,55 @@ class BytePairEncoding:
         pattern: str = GPT2_PATTERN,
         special_tokens: dict[str, int] | None = None,
         merges: list[tuple[int, int]] | None = None,
+        ids: list[int] | None = None,
     ):
         token_bytes = [bytes(t) for t in token_bytes]
-        if sorted(token_bytes[:256]) != [bytes([b]) for b in range(256)]:
+        num_bytes = next((i for i, t in enumerate(token_bytes) if len(t) != 1), len(token_bytes))
+        single_bytes = sorted(token_bytes[:num_bytes])
+        if ids is None and single_bytes != [bytes([b]) for b in range(256)]:
             raise ValueError("the first 256 tokens must be the 256 single bytes, each once")
         ranks = {t: i for i, t in enumerate(token_bytes)}
         if len(ranks) != len(token_bytes):
             raise ValueError("two tokens have the same bytes; every token must be distinct")
         if merges is None:
-            merges = [self._split(t, ranks) for t in token_bytes[256:]]
-        if len(merges) != len(token_bytes) - 256:
+            merges = [self._split(t, ranks) for t in token_bytes[num_bytes:]]
+        if len(merges) != len(token_bytes) - num_bytes:
             raise ValueError(
-                f"{len(merges)} merges given for {len(token_bytes) - 256} tokens beyond the bytes"
+                f"{len(merges)} merges given for {len(token_bytes) - num_bytes} tokens beyond "
+                "the bytes"
             )
-        for i, (a, b) in enumerate(merges, start=256):
+        for i, (a, b) in enumerate(merges, start=num_bytes):
             if not (0 <= a < i and 0 <= b < i) or token_bytes[a] + token_bytes[b] != token_bytes[i]:
                 raise ValueError(
                     f"token {i} ({token_bytes[i]!r}) is not the join of two earlier tokens"
                 )
         specials = dict(special_tokens or {})
-        expected = set(range(len(token_bytes), len(token_bytes) + len(specials)))
-        if set(specials.values()) != expected:
-            raise ValueError(
-                f"special token ids must be {len(token_bytes)}.."
-                f"{len(token_bytes) + len(specials) - 1}"
-                f" (right after the ordinary tokens), got {sorted(specials.values())}"
-            )
+        if ids is None:
+            expected = set(range(len(token_bytes), len(token_bytes) + len(specials)))
+            if set(specials.values()) != expected:
+                raise ValueError(
+                    f"special token ids must be {len(token_bytes)}.."
+                    f"{len(token_bytes) + len(specials) - 1}"
+                    f" (right after the ordinary tokens), got {sorted(specials.values())}"
+                )
+        else:
+            ids = [int(i) for i in ids]
+            if len(ids) != len(token_bytes):
+                raise ValueError(f"{len(ids)} ids given for {len(token_bytes)} ordinary tokens")
+            if sorted(ids + list(specials.values())) != list(range(len(ids) + len(specials))):
+                raise ValueError(
+                    "the ids of the ordinary and the special tokens must be 0, ..., "
+                    f"{len(ids) + len(specials) - 1}, each once"
+                )
         self.token_bytes: list[bytes] = token_bytes
         self.merges: list[tuple[int, int]] = [(int(a), int(b)) for a, b in merges]
         self.pattern: str = pattern
         self.special_tokens: dict[str, int] = specials
+        self.ids: list[int] | None = ids
+        self.num_bytes: int = num_bytes
         self._ranks = ranks
+        # From a token's id to its position in token_bytes, when the two differ.
+        self._positions = None if ids is None else {i: n for n, i in enumerate(ids)}
         self._regex = regex.compile(pattern)
         self._special_regex = (
             regex.compile(
@@ -300,7 +323,13 @@ class BytePairEncoding:
             if best is None:
                 break
             parts[where : where + 2] = [parts[where] + parts[where + 1]]
-        return [ranks[p] for p in parts]
+        try:
+            positions = [ranks[p] for p in parts]
+        except KeyError as error:
+            raise ValueError(
+                f"the byte {error.args[0]!r} is not in this tokeniser's vocabulary"
+            ) from None
+        return positions if self.ids is None else [self.ids[p] for p in positions]
 
     def _encode_ordinary(self, text: str) -> list[int]:
         cache = self._cache
@@ -368,11 +397,13 @@ class BytePairEncoding:
         """The bytes of a sequence of ids (special tokens as their UTF-8 text)."""
         n = len(self.token_bytes)
         names = {i: s.encode("utf-8") for s, i in self.special_tokens.items()}
+        positions = self._positions
         out = []
         for i in ids:
             i = int(i)
-            if 0 <= i < n:
-                out.append(self.token_bytes[i])
+            position = i if positions is None else positions.get(i, -1)
+            if 0 <= position < n:
+                out.append(self.token_bytes[position])
             elif i in names:
                 out.append(names[i])
             else:
@@ -394,14 +425,17 @@ class BytePairEncoding:
     # ------------------------------------------------------------------ saving
     def to_dict(self) -> dict:
         """A JSON-able description: pattern, merges (pairs of ids), the byte order, specials."""
-        return {
+        data = {
             "format": FORMAT,
             "version": 1,
             "pattern": self.pattern,
-            "bytes": [t[0] for t in self.token_bytes[:256]],
+            "bytes": [t[0] for t in self.token_bytes[: self.num_bytes]],
             "merges": [list(m) for m in self.merges],
             "special_tokens": self.special_tokens,
         }
+        if self.ids is not None:
+            data["ids"] = self.ids
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> BytePairEncoding:
@@ -415,6 +449,7 @@ class BytePairEncoding:
             pattern=data["pattern"],
             special_tokens=data["special_tokens"],
             merges=[tuple(m) for m in data["merges"]],
+            ids=data.get("ids"),
         )
 
     def save(self, path) -> None:
@@ -433,6 +468,7 @@ class BytePairEncoding:
             and self.token_bytes == other.token_bytes
             and self.pattern == other.pattern
             and self.special_tokens == other.special_tokens
+            and self.ids == other.ids
         )
 
     def __hash__(self) -> int:
@@ -440,7 +476,8 @@ class BytePairEncoding:
 
     def __repr__(self) -> str:
         return (
-            f"BytePairEncoding({len(self)} tokens: 256 bytes, {len(self.merges)} merges,"
+            f"{type(self).__name__}({len(self)} tokens: {self.num_bytes} bytes,"
+            f" {len(self.merges)} merges,"
             f" {len(self.special_tokens)} special)"
         )
 

@@ -1,27 +1,38 @@
-"""Pretrained models run by the book's own layers: SmolLM2-135M-Instruct (a Llama-style model)."""
+"""Pretrained models run by the book's own code, each a configuration of the book's
+:class:`~transformer_intro.models.LanguageModel`: SmolLM2-135M-Instruct (a Llama-style model) and
+GPT-2, with their tokenisers as chapter 13's :class:`~transformer_intro.bpe.BytePairEncoding`."""
 
-from .llama import SMOLLM2_135M, LlamaBlock, LlamaConfig, LlamaModel, count_parameters
+from .gpt2 import GPT2_SMALL, gpt2_config, gpt2_from_state_dict, load_gpt2
 from .smollm2 import (
+    SMOLLM2_135M,
+    config_from_gguf,
+    count_parameters,
     download_smollm2,
     find_smollm2,
     generate_ids,
     generate_text,
     load_smollm2,
     read_gguf,
+    smollm2_config,
+    tokeniser_from_gguf,
 )
-from .tokeniser import ByteLevelBPE
+from .tokeniser import ChatTokeniser
 
 __all__ = [
+    "GPT2_SMALL",
     "SMOLLM2_135M",
-    "ByteLevelBPE",
-    "LlamaBlock",
-    "LlamaConfig",
-    "LlamaModel",
+    "ChatTokeniser",
+    "config_from_gguf",
     "count_parameters",
     "download_smollm2",
     "find_smollm2",
     "generate_ids",
     "generate_text",
+    "gpt2_config",
+    "gpt2_from_state_dict",
+    "load_gpt2",
     "load_smollm2",
     "read_gguf",
+    "smollm2_config",
+    "tokeniser_from_gguf",
 ]

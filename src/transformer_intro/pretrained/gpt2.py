@@ -1,16 +1,17 @@
-"""GPT-2 (Radford et al. 2019) in the book's blocks, and a converter from its checkpoints.
+"""GPT-2 (Radford et al. 2019) as a configuration of the book's language model, and a converter
+from its checkpoints.
 
-GPT-2 is the book's language model with four details fixed: learned position embeddings, the
-GELU in its tanh approximation, biases in every projection, and a read-out that reuses the token
-embedding table (tied embeddings); its LayerNorms use epsilon 1e-5. The block is the book's
-:class:`~transformer_intro.block.TransformerBlock` (pre-norm, residual from the input) with an
-attention that has biases (``use_bias=True``: GPT-2's key bias drops out of the softmax and its
-value bias becomes part of the output bias, see :class:`~transformer_intro.MultiHeadAttention`).
+GPT-2 is the book's :class:`~transformer_intro.models.LanguageModel` with five choices of its
+:class:`~transformer_intro.models.LMConfig` fixed: learned position embeddings
+(``positions="learned"``), the GELU in its tanh approximation (``activation="gelu_tanh"``),
+biases in the attention (``attention_bias=True``: GPT-2's key bias drops out of the softmax and
+its value bias becomes part of the output bias, see
+:class:`~transformer_intro.attention.MultiHeadAttention`), a read-out that reuses the token
+embedding table (``tied_embeddings=True``), and LayerNorms with epsilon 1e-5.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -19,89 +20,74 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ..attention import causal_mask
-from ..block import TransformerBlock
-from ..normalisation import LayerNorm
+from ..models.language_model import LanguageModel, LMConfig
+
+__all__ = [
+    "GPT2_SMALL",
+    "gpt2_config",
+    "gpt2_config_from_hf",
+    "gpt2_from_state_dict",
+    "load_gpt2",
+]
 
 
-@dataclasses.dataclass(frozen=True)
-class GPT2Config:
-    """GPT-2's shape; the defaults are the smallest released model (124M parameters)."""
+def gpt2_config(
+    vocab_size: int = 50_257,
+    context_length: int = 1024,
+    dim: int = 768,
+    num_heads: int = 12,
+    num_blocks: int = 12,
+    norm_eps: float = 1e-5,
+) -> LMConfig:
+    """GPT-2's architecture as an :class:`LMConfig`; the defaults are the smallest released
+    model (124M parameters)."""
+    return LMConfig(
+        vocab_size=vocab_size,
+        window=context_length,
+        dim=dim,
+        num_heads=num_heads,
+        num_blocks=num_blocks,
+        mlp_hidden_dim=4 * dim,
+        positions="learned",
+        norm="layer",
+        norm_eps=norm_eps,
+        mlp="mlp",
+        activation="gelu_tanh",
+        attention_bias=True,
+        tied_embeddings=True,
+    )
 
-    vocab_size: int = 50_257
-    context_length: int = 1024
-    dim: int = 768
-    num_heads: int = 12
-    num_blocks: int = 12
-    norm_eps: float = 1e-5
 
-    @classmethod
-    def from_hf(cls, config: dict) -> GPT2Config:
-        """From a Hugging Face ``config.json`` (or ``GPT2Config.to_dict()``)."""
-        return cls(
-            vocab_size=config["vocab_size"],
-            context_length=config["n_positions"],
-            dim=config["n_embd"],
-            num_heads=config["n_head"],
-            num_blocks=config["n_layer"],
-            norm_eps=config.get("layer_norm_epsilon", 1e-5),
+def gpt2_config_from_hf(config: dict) -> LMConfig:
+    """From a Hugging Face ``config.json`` (or ``transformers.GPT2Config.to_dict()``)."""
+    if config.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise ValueError(
+            f"GPT-2 uses the GELU's tanh form; this checkpoint uses "
+            f"{config['activation_function']!r}"
         )
+    inner = config.get("n_inner")
+    if inner is not None and inner != 4 * config["n_embd"]:
+        raise ValueError(f"GPT-2's MLP is 4 D wide; this checkpoint's is {inner}")
+    return gpt2_config(
+        vocab_size=config["vocab_size"],
+        context_length=config["n_positions"],
+        dim=config["n_embd"],
+        num_heads=config["n_head"],
+        num_blocks=config["n_layer"],
+        norm_eps=config.get("layer_norm_epsilon", 1e-5),
+    )
 
 
-def gelu_tanh(x: Array) -> Array:
-    """``0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))``, the GELU GPT-2 was trained with."""
-    return jax.nn.gelu(x, approximate=True)
+GPT2_SMALL = gpt2_config()
 
 
-class GPT2(eqx.Module):
-    """Token ids -> token + learned position embeddings -> M blocks -> LayerNorm -> ``E x̄_n``."""
-
-    token_embedding: Float[Array, "V D"]
-    position_embedding: Float[Array, "P D"]
-    blocks: tuple[TransformerBlock, ...]
-    final_norm: LayerNorm
-    config: GPT2Config = eqx.field(static=True)
-
-    def __init__(self, config: GPT2Config, *, key: PRNGKeyArray):
-        token_key, position_key, block_key = jax.random.split(key, 3)
-        d = config.dim
-        self.token_embedding = 0.02 * jax.random.normal(token_key, (config.vocab_size, d))
-        self.position_embedding = 0.01 * jax.random.normal(position_key, (config.context_length, d))
-        self.blocks = tuple(
-            TransformerBlock(
-                d,
-                config.num_heads,
-                4 * d,
-                value_dim=d // config.num_heads,
-                mlp_activation=gelu_tanh,
-                use_bias=True,
-                key=k,
-            )
-            for k in jax.random.split(block_key, config.num_blocks)
-        )
-        self.final_norm = LayerNorm(d, eps=config.norm_eps)
-        self.config = config
-
-    def __call__(self, ids: Int[Array, " N"]) -> Float[Array, "N V"]:
-        """Next-token logits at every position of one sequence of at most ``context_length``."""
-        n = ids.shape[0]
-        if ids.ndim != 1 or not 1 <= n <= self.config.context_length:
-            raise ValueError(
-                f"expected 1 to {self.config.context_length} token ids, got shape {ids.shape}"
-            )
-        x = self.token_embedding[ids] + self.position_embedding[:n]
-        mask = causal_mask(n)
-        for block in self.blocks:
-            x = block.batched(x[None], mask)[0]
-        return self.final_norm(x) @ self.token_embedding.T
-
-
-def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: GPT2Config) -> GPT2:
-    """A :class:`GPT2` holding a Hugging Face GPT-2 state dict (with or without the
+def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: LMConfig) -> LanguageModel:
+    """A :class:`LanguageModel` holding a Hugging Face GPT-2 state dict (with or without the
     ``transformer.`` prefix). GPT-2's ``Conv1D`` layers store (in, out) matrices, the
     transpose of the book's (out, in) convention."""
+    if not (config.tied_embeddings and config.attention_bias and config.positions == "learned"):
+        raise ValueError(f"not a GPT-2 configuration: {config}")
     tensors = {
         k.removeprefix("transformer."): np.asarray(v, np.float32) for k, v in tensors.items()
     }
@@ -115,7 +101,7 @@ def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: GPT2Config) -> 
         used.add(name)
         return tensors[name]
 
-    model = eqx.filter_eval_shape(GPT2, config, key=jax.random.PRNGKey(0))
+    model = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
     blocks = []
     for i, block in enumerate(model.blocks):
         p = f"h.{i}."
@@ -166,8 +152,8 @@ def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: GPT2Config) -> 
         blocks.append(block)
     model = eqx.tree_at(
         lambda m: (
-            m.token_embedding,
-            m.position_embedding,
+            m.tokeniser.table,
+            m.position_embedding.embeddings,
             m.blocks,
             m.final_norm.weight,
             m.final_norm.bias,
@@ -194,10 +180,10 @@ def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: GPT2Config) -> 
     return model
 
 
-def load_gpt2(path: str | os.PathLike) -> GPT2:
+def load_gpt2(path: str | os.PathLike) -> LanguageModel:
     """GPT-2 from a folder holding Hugging Face's ``model.safetensors`` and ``config.json``."""
     from safetensors.numpy import load_file
 
     folder = Path(path)
-    config = GPT2Config.from_hf(json.loads((folder / "config.json").read_text()))
+    config = gpt2_config_from_hf(json.loads((folder / "config.json").read_text()))
     return gpt2_from_state_dict(load_file(folder / "model.safetensors"), config)

