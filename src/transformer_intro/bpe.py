@@ -91,21 +91,7 @@ def _merge_word(word: list[int], pair: tuple[int, int], new: int) -> list[int]:
 
 
 class BytePairEncoding:
-    """A byte-level BPE tokeniser: ordinary tokens (byte strings) ranked by id, plus specials.
-
-    Args:
-        token_bytes: the bytes of every ordinary token, indexed by id. The first 256 are the 256
-            single bytes (in any order); every later token must be the join of two earlier ones.
-        pattern: the pre-splitting regular expression (``regex`` syntax).
-        special_tokens: special token strings mapped to ids after the ordinary tokens.
-        merges: for each token after the single bytes, the pair of earlier tokens (by position
-            in ``token_bytes``) it was made from (derived from the bytes when not given).
-        ids: the id of each ordinary token, when it is not its position: a pretrained vocabulary
-            (SmolLM2's) may number its special tokens first. The ids of the ordinary and the
-            special tokens together must then be 0, ..., |V| - 1, each once. Such a vocabulary
-            may also lack single bytes its training text never had; encoding text with one of
-            them is an error that names it.
-    """
+    """A byte-level BPE tokeniser: ordinary tokens (byte strings) ranked by id, plus specials."""
 
     def __init__(
         self,
@@ -116,6 +102,25 @@ class BytePairEncoding:
         merges: list[tuple[int, int]] | None = None,
         ids: list[int] | None = None,
     ):
+        """Check the tokens, derive the merges and ranks.
+
+        Args:
+            token_bytes: the bytes of every ordinary token, indexed by id. The first 256 are the 256
+                single bytes (in any order); every later token must be the join of two earlier ones.
+            pattern: the pre-splitting regular expression (``regex`` syntax).
+            special_tokens: special token strings mapped to ids after the ordinary tokens.
+            merges: for each token after the single bytes, the pair of earlier tokens (by position
+                in ``token_bytes``) it was made from (derived from the bytes when not given).
+            ids: the id of each ordinary token, when it is not its position: a pretrained vocabulary
+                (SmolLM2's) may number its special tokens first. The ids of the ordinary and the
+                special tokens together must then be 0, ..., |V| - 1, each once. Such a vocabulary
+                may also lack single bytes its training text never had; encoding text with one of
+                them is an error that names it.
+
+        Raises:
+            ValueError: when the single bytes, the merges, the special ids or ``ids`` are not
+                as described above.
+        """
         token_bytes = [bytes(t) for t in token_bytes]
         num_bytes = next((i for i, t in enumerate(token_bytes) if len(t) != 1), len(token_bytes))
         single_bytes = sorted(token_bytes[:num_bytes])
@@ -310,8 +315,11 @@ class BytePairEncoding:
         return len(self.token_bytes) + len(self.special_tokens)
 
     def encode_chunk(self, chunk: bytes) -> list[int]:
-        """Encode one pre-split chunk: join the lowest-ranked adjacent pair until none joins to a
-        token."""
+        """Encode one pre-split chunk of bytes as token ids.
+
+        Starting from single bytes, join the adjacent pair whose join has the lowest rank (id),
+        until no adjacent pair joins to a token.
+        """
         ranks = self._ranks
         parts = [chunk[i : i + 1] for i in range(len(chunk))]
         while len(parts) > 1:
@@ -414,8 +422,11 @@ class BytePairEncoding:
         return b"".join(out)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of a sequence of ids; bytes that are not valid UTF-8 (a character cut in the
-        middle) become U+FFFD, as GPT-2 does (``errors="replace"``)."""
+        """The text of a sequence of ids.
+
+        Bytes that are not valid UTF-8 (a character cut in the middle) become U+FFFD, as GPT-2
+        does (``errors="replace"``).
+        """
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     def token_text(self, i: int) -> str:
@@ -439,6 +450,11 @@ class BytePairEncoding:
 
     @classmethod
     def from_dict(cls, data: dict) -> BytePairEncoding:
+        """The tokeniser that :meth:`to_dict` described.
+
+        Raises:
+            ValueError: when ``data`` is not a saved :class:`BytePairEncoding`.
+        """
         if data.get("format") != FORMAT:
             raise ValueError(f"not a saved BytePairEncoding (format {data.get('format')!r})")
         token_bytes = [bytes([b]) for b in data["bytes"]]
@@ -458,11 +474,15 @@ class BytePairEncoding:
 
     @classmethod
     def load(cls, path) -> BytePairEncoding:
+        """Read a tokeniser written by :meth:`save`."""
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __eq__(self, other) -> bool:
-        """Same tokens in the same order, same pattern, same specials: the same encodings (the
-        recorded pair of a merge may differ when two splits of a token are both earlier tokens)."""
+        """Same tokens in the same order, same pattern, same specials: the same encodings.
+
+        The recorded pair of a merge may differ when two splits of a token are both earlier
+        tokens; that does not change an encoding, so it is not compared.
+        """
         return (
             isinstance(other, BytePairEncoding)
             and self.token_bytes == other.token_bytes

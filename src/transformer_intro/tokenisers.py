@@ -1,5 +1,8 @@
-"""Turning raw inputs into tokens: a lookup table for discrete symbols, a linear map for
-continuous vectors, and image patches cut and projected in one strided convolution."""
+"""Turning raw inputs into tokens.
+
+A lookup table for discrete symbols, a linear map for continuous vectors, and image patches cut
+and projected in one strided convolution.
+"""
 
 from __future__ import annotations
 
@@ -24,15 +27,25 @@ __all__ = [
 
 
 class DiscreteTokeniser(eqx.Module):
-    """``x_n = z_{s_n}``: symbol ``s_n ∈ {0, ..., K-1}`` looks up row ``s_n`` of a learned
-    (K, D) table."""
+    """``x_n = z_{s_n}``: a symbol id looks up its row of a learned table.
+
+    Symbol ``s_n ∈ {0, ..., |V|-1}`` gives row ``s_n`` of a (|V|, D) table.
+    """
 
     table: Float[Array, "K D"]
 
     def __init__(self, vocab_size: int, dim: int, *, key: PRNGKeyArray):
+        """Draw the table from a standard normal.
+
+        Args:
+            vocab_size: |V|, the number of symbols.
+            dim: D, the width of a token.
+            key: a PRNG key.
+        """
         self.table = jax.random.normal(key, (vocab_size, dim))
 
     def __call__(self, symbols: Int[Array, " N"]) -> Float[Array, "N D"]:
+        """The N tokens of N symbol ids; an id outside 0, ..., |V|-1 is an error."""
         # JAX clamps out-of-range indices silently; a tokeniser should say so instead.
         symbols = eqx.error_if(
             symbols,
@@ -48,9 +61,21 @@ class ContinuousTokeniser(eqx.Module):
     projection: eqx.nn.Linear
 
     def __init__(self, in_dim: int, dim: int, *, key: PRNGKeyArray):
+        """Initialise W and b as :class:`equinox.nn.Linear` does.
+
+        Args:
+            in_dim: D_s, the width of an input vector.
+            dim: D, the width of a token.
+            key: a PRNG key.
+        """
         self.projection = eqx.nn.Linear(in_dim, dim, key=key)
 
     def __call__(self, s: Float[Array, "N Ds"]) -> Float[Array, "N D"]:
+        """The N tokens of N input vectors.
+
+        Raises:
+            ValueError: when ``s`` is not an (N, D_s) array.
+        """
         if s.ndim != 2 or s.shape[1] != self.projection.in_features:
             raise ValueError(
                 f"expected inputs of shape (N, {self.projection.in_features}), got {s.shape}"
@@ -59,6 +84,11 @@ class ContinuousTokeniser(eqx.Module):
 
 
 def check_patch_size(height: int, width: int, patch_size: int) -> None:
+    """Check that square patches of side ``patch_size`` tile a ``height`` x ``width`` image.
+
+    Raises:
+        ValueError: when ``patch_size`` is not a positive divisor of both sides.
+    """
     if patch_size < 1 or height % patch_size or width % patch_size:
         raise ValueError(
             f"patch size {patch_size} does not divide the {height}x{width} image; "
@@ -67,8 +97,11 @@ def check_patch_size(height: int, width: int, patch_size: int) -> None:
 
 
 def patchify(image: Float[Array, "C H W"], patch_size: int) -> Float[Array, "N Cpp"]:
-    """Cut an image into non-overlapping p x p patches, row by row, each flattened in (C, p, p)
-    order."""
+    """Cut an image into non-overlapping P x P patches, row by row.
+
+    Each patch is flattened in (C, P, P) order, so the result is (N, C P P) with
+    N = (H / P)(W / P).
+    """
     c, h, w = image.shape
     check_patch_size(h, w, patch_size)
     p = patch_size
@@ -87,6 +120,17 @@ class PatchTokeniser(eqx.Module):
     patch_size: int = eqx.field(static=True)
 
     def __init__(self, patch_size: int, channels: int, dim: int, *, key: PRNGKeyArray):
+        """Initialise the D filters as :class:`equinox.nn.Conv2d` does.
+
+        Args:
+            patch_size: P, the side of a square patch in pixels.
+            channels: the number of channels of an image.
+            dim: D, the width of a token.
+            key: a PRNG key.
+
+        Raises:
+            ValueError: when ``patch_size`` is not positive.
+        """
         if patch_size < 1:
             raise ValueError(f"patch size must be positive, got {patch_size}")
         self.convolution = eqx.nn.Conv2d(
@@ -95,6 +139,12 @@ class PatchTokeniser(eqx.Module):
         self.patch_size = patch_size
 
     def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, "N D"]:
+        """The N = (H / P)(W / P) tokens of one image, patches taken row by row.
+
+        Raises:
+            ValueError: when ``image`` is not (C, H, W) with this tokeniser's C, or P does not
+                divide H and W.
+        """
         if image.ndim != 3 or image.shape[0] != self.convolution.in_channels:
             raise ValueError(
                 f"expected one image of shape (C={self.convolution.in_channels}, H, W),"
@@ -105,8 +155,11 @@ class PatchTokeniser(eqx.Module):
         return features.reshape(features.shape[0], -1).T
 
     def linear_map(self) -> tuple[Float[Array, "D Cpp"], Float[Array, " D"]]:
-        """The convolution as the shared linear map of :func:`patchify`'d patches: weight and
-        bias."""
+        """The convolution as the shared linear map of :func:`patchify`'d patches.
+
+        Returns:
+            The (D, C P P) weight and the (D,) bias.
+        """
         weight = self.convolution.weight
         return weight.reshape(weight.shape[0], -1), self.convolution.bias.reshape(-1)
 
@@ -121,8 +174,10 @@ class PatchTokeniser(eqx.Module):
 
 
 class Vocabulary:
-    """The symbols a text may contain, each with an integer id: the lookup that comes before a
-    :class:`DiscreteTokeniser`. Characters (or any hashable strings) in, ids out, and back.
+    """The symbols a text may contain, each with an integer id.
+
+    This is the lookup that comes before a :class:`DiscreteTokeniser`. Characters (or any hashable
+    strings) in, ids out, and back.
 
     ``specials`` (for example a padding symbol and start/end markers) take the first ids, in the
     order given; the symbols follow in sorted order, so a vocabulary built from the same text is
@@ -130,6 +185,15 @@ class Vocabulary:
     """
 
     def __init__(self, symbols, *, specials: tuple[str, ...] = ()):
+        """Number the specials, then the distinct symbols in sorted order.
+
+        Args:
+            symbols: an iterable of symbols (a string gives its characters); repeats are dropped.
+            specials: symbols that take the first ids, in this order.
+
+        Raises:
+            ValueError: when there is no symbol besides the specials.
+        """
         symbols = sorted(set(symbols) - set(specials))
         if not symbols:
             raise ValueError("a vocabulary needs at least one symbol; the text given was empty")
@@ -149,6 +213,11 @@ class Vocabulary:
         return symbol in self._ids
 
     def id(self, symbol: str) -> int:
+        """The id of one symbol.
+
+        Raises:
+            ValueError: when ``symbol`` is not in the vocabulary.
+        """
         if symbol not in self._ids:
             raise ValueError(f"symbol {symbol!r} is not in the vocabulary of {len(self)} symbols")
         return self._ids[symbol]

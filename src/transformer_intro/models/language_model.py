@@ -166,13 +166,16 @@ class LMConfig:
         return f"LMConfig({', '.join(shown)})"
 
     def replace(self, **changes) -> LMConfig:
+        """A copy with the fields named in ``changes`` replaced (and checked again)."""
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
+        """The fields as a JSON object, keys sorted (read back by :meth:`from_json`)."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> LMConfig:
+        """The configuration written by :meth:`to_json`."""
         return cls(**json.loads(text))
 
 
@@ -193,6 +196,12 @@ class LanguageModel(eqx.Module):
     config: LMConfig = eqx.field(static=True)
 
     def __init__(self, config: LMConfig, *, key: PRNGKeyArray):
+        """Initialise the token table, positions, M blocks and read-out from ``config``.
+
+        Args:
+            config: the sizes (|V|, window, D, H, M) and the choice of each part.
+            key: a PRNG key.
+        """
         token_key, position_key, block_key, out_key = jax.random.split(key, 4)
         d = config.dim
         tokeniser = DiscreteTokeniser(config.vocab_size, d, key=token_key)
@@ -248,6 +257,11 @@ class LanguageModel(eqx.Module):
     def embed(
         self, symbols: Int[Array, " N"], start: Int[Array, ""] | int = 0
     ) -> Float[Array, "N D"]:
+        """The tokens ``x_n`` of N symbol ids at positions ``start, ..., start + N - 1``.
+
+        With learned positions, each token is its row of the table plus its position's embedding;
+        with rotary positions, the blocks add the positions and this is the table row alone.
+        """
         x = self.tokeniser(symbols)
         if self.position_embedding is not None:
             table = self.position_embedding.table()
@@ -255,16 +269,22 @@ class LanguageModel(eqx.Module):
         return x
 
     def readout(self, x: Float[Array, "... D"]) -> Float[Array, "... V"]:
-        """Logits from the last block's tokens: the final norm, then the read-out matrix (with
-        tied embeddings, the token table itself: logit v is ``e_vᵀ x̄_n``)."""
+        """Logits over the |V| symbols from the last block's tokens.
+
+        The final norm, then the read-out matrix; with tied embeddings the read-out is the token
+        table itself, so logit v is ``e_vᵀ x̄_n``.
+        """
         x = self.final_norm(x)
         if self.unembedding is None:
             return x @ self.tokeniser.table.T
         return x @ self.unembedding.weight.T + self.unembedding.bias
 
     def __call__(self, symbols: Int[Array, " N"], *, causal: bool = True) -> Float[Array, "N V"]:
-        """Next-symbol logits at every position of one sequence. ``causal=False`` drops the mask
-        (a model that peeks at the future: only for demonstrating why the mask is there)."""
+        """Next-symbol logits at every position of one sequence: row n predicts symbol n + 1.
+
+        ``causal=False`` drops the mask (a model that peeks at the future: only for demonstrating
+        why the mask is there).
+        """
         self._check(symbols)
         x = self.embed(symbols)
         mask = causal_mask(symbols.shape[0]) if causal else None
@@ -298,8 +318,10 @@ class LanguageModel(eqx.Module):
     # -- generation with a key-value cache -------------------------------------------------------
 
     def empty_cache(self, window: int | None = None, dtype=jnp.float32) -> tuple:
-        """One preallocated (keys, values) pair per block, of ``window`` positions (the model's
-        window by default), with G key-value heads each: (G, window, K)."""
+        """One preallocated (keys, values) pair per block, each of shape (G, window, K).
+
+        G is the number of key-value heads; ``window`` is the model's window by default.
+        """
         window = self.config.window if window is None else window
         if not 1 <= window <= self.config.window:
             raise ValueError(f"window must be between 1 and {self.config.window}, got {window}")
@@ -366,9 +388,11 @@ def _check_generation(model: LanguageModel, prompt: Array, num_symbols: int) -> 
 def cached_logits(
     model: LanguageModel, symbols: Int[Array, " N"], prefill: int
 ) -> Float[Array, "N V"]:
-    """The logits of every position computed as generation computes them: the first ``prefill``
-    symbols in one pass, then one symbol at a time through the cache (the symbols are given, not
-    sampled). Equal to ``model(symbols)``."""
+    """The logits of every position, computed as generation computes them.
+
+    The first ``prefill`` symbols go through in one pass, then one symbol at a time through the
+    cache (the symbols are given, not sampled). Equal to ``model(symbols)``.
+    """
     model._check(symbols)
     if not 1 <= prefill <= symbols.shape[0]:
         raise ValueError(

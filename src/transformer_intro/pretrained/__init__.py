@@ -1,6 +1,9 @@
-"""Pretrained models run by the book's own code, each a configuration of the book's
-:class:`~transformer_intro.models.LanguageModel`: SmolLM2-135M-Instruct (a Llama-style model) and
-GPT-2, with their tokenisers as chapter 13's :class:`~transformer_intro.bpe.BytePairEncoding`."""
+"""Pretrained models run by the book's own code.
+
+Each is a configuration of the book's :class:`~transformer_intro.models.LanguageModel`:
+SmolLM2-135M-Instruct (a Llama-style model) and GPT-2, with their tokenisers as chapter 13's
+:class:`~transformer_intro.bpe.BytePairEncoding`.
+"""
 
 from .gpt2 import GPT2_SMALL, gpt2_config, gpt2_from_state_dict, load_gpt2
 from .smollm2 import (

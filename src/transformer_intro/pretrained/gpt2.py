@@ -1,5 +1,6 @@
-"""GPT-2 (Radford et al. 2019) as a configuration of the book's language model, and a converter
-from its checkpoints.
+"""GPT-2 (Radford et al. 2019) as a configuration of the book's language model.
+
+Also a converter from GPT-2's checkpoints.
 
 GPT-2 is the book's :class:`~transformer_intro.models.LanguageModel` with five choices of its
 :class:`~transformer_intro.models.LMConfig` fixed: learned position embeddings
@@ -40,8 +41,10 @@ def gpt2_config(
     num_blocks: int = 12,
     norm_eps: float = 1e-5,
 ) -> LMConfig:
-    """GPT-2's architecture as an :class:`LMConfig`; the defaults are the smallest released
-    model (124M parameters)."""
+    """GPT-2's architecture as an :class:`LMConfig`.
+
+    The defaults are the smallest released model (124M parameters).
+    """
     return LMConfig(
         vocab_size=vocab_size,
         window=context_length,
@@ -83,9 +86,15 @@ GPT2_SMALL = gpt2_config()
 
 
 def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: LMConfig) -> LanguageModel:
-    """A :class:`LanguageModel` holding a Hugging Face GPT-2 state dict (with or without the
-    ``transformer.`` prefix). GPT-2's ``Conv1D`` layers store (in, out) matrices, the
-    transpose of the book's (out, in) convention."""
+    """A :class:`LanguageModel` holding a Hugging Face GPT-2 state dict.
+
+    The names may have the ``transformer.`` prefix or not. GPT-2's ``Conv1D`` layers store
+    (in, out) matrices, the transpose of the book's (out, in) convention.
+
+    Raises:
+        ValueError: when ``config`` is not a GPT-2 configuration (learned positions, attention
+            biases, tied embeddings).
+    """
     if not (config.tied_embeddings and config.attention_bias and config.positions == "learned"):
         raise ValueError(f"not a GPT-2 configuration: {config}")
     tensors = {

