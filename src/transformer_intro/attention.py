@@ -255,13 +255,13 @@ class MultiHeadAttention(eqx.Module):
 
     Options of today's language models (each off by default, leaving the layer above unchanged):
 
-    * ``num_kv_heads=G`` (grouped-query attention, Ainslie et al. 2023): the H query heads share
-      G key-value heads, query head h reading group ``h // (H/G)``: ``U_{k,h} = U_{k,g(h)}`` and
-      ``W_h = W_{g(h)}``. Equivalently, it is multi-head attention whose key and value
-      projections are repeated H/G times (a test checks exactly that). G = 1 is multi-query
-      attention (Shazeer 2019). What it buys is the key-value cache: G instead of H heads of keys
-      and values per token, an H/G times smaller cache and a faster step when generation is
-      limited by reading it.
+    * ``num_kv_heads=H_kv`` (grouped-query attention, Ainslie et al. 2023): the H query heads
+      share H_kv key-value heads, query head h reading group ``g(h) = h // (H/H_kv)``:
+      ``U_{k,h} = U_{k,g(h)}`` and ``W_h = W_{g(h)}``. Equivalently, it is multi-head attention
+      whose key and value projections are repeated H/H_kv times (a test checks exactly that).
+      H_kv = 1 is multi-query attention (Shazeer 2019). What it buys is the key-value cache:
+      H_kv instead of H heads of keys and values per token, an H/H_kv times smaller cache and a
+      faster step when generation is limited by reading it.
     * ``qk_norm=True``: an RMSNorm (one gain of width K, shared by the heads) on every key and
       query before the rotation (Dehghani et al. 2023). The score ``k·q`` is then at most ``K γ²``
       in size whatever the token widths grow to, which keeps the softmax from saturating.
@@ -275,9 +275,9 @@ class MultiHeadAttention(eqx.Module):
       and one output bias (a checkpoint's key bias is dropped, its value bias folded in).
     """
 
-    key_projections: Float[Array, "G K D"]
+    key_projections: Float[Array, "Hkv K D"]
     query_projections: Float[Array, "H K D"]
-    value_projections: Float[Array, "G Dv D"]
+    value_projections: Float[Array, "Hkv Dv D"]
     output_projections: Float[Array, "H D Dv"] | None
     query_norm: RMSNorm | None
     key_norm: RMSNorm | None
@@ -324,8 +324,8 @@ class MultiHeadAttention(eqx.Module):
             combine_heads: "sum" (the maths) or "mean" (the reference code, a rescaled ``V_h``).
             qk_activation: applied to keys and queries; the identity in the maths. The reference
                 code applies a GELU here, and its configuration reproduces that.
-            num_kv_heads: G, the number of key-value heads; None means H (multi-head attention),
-                1 multi-query attention. H must be a multiple of G.
+            num_kv_heads: H_kv, the number of key-value heads; None means H (multi-head attention),
+                1 multi-query attention. H must be a multiple of H_kv.
             qk_norm: an RMSNorm on each head's keys and queries (QK-norm).
             qk_norm_eps: that RMSNorm's epsilon.
             rotary_base: the base of the rotary frequencies, ``ω_i = base^(-2i/K)``.
@@ -336,7 +336,7 @@ class MultiHeadAttention(eqx.Module):
 
         Raises:
             ValueError: if H < 1, D is not a multiple of H (without ``head_dim``), K is odd with
-                ``rotary``, H is not a multiple of G, or an option names no known choice.
+                ``rotary``, H is not a multiple of H_kv, or an option names no known choice.
         """
         if num_heads < 1:
             raise ValueError(f"num_heads must be at least 1, got {num_heads}")
@@ -391,11 +391,11 @@ class MultiHeadAttention(eqx.Module):
 
     @property
     def group_size(self) -> int:
-        """H / G: how many query heads read each key-value head."""
+        """H / H_kv: how many query heads read each key-value head."""
         return self.num_heads // self.num_kv_heads
 
-    def per_query_head(self, array: Float[Array, "G ..."]) -> Float[Array, "H ..."]:
-        """A key-value head's array repeated for each query head of its group (h -> h // (H/G))."""
+    def per_query_head(self, array: Float[Array, "Hkv ..."]) -> Float[Array, "H ..."]:
+        """A key-value head's array repeated for each query head of its group g(h)."""
         return array if self.group_size == 1 else jnp.repeat(array, self.group_size, axis=0)
 
     def _query_bias_rows(self) -> Array | None:
@@ -516,11 +516,11 @@ class MultiHeadAttention(eqx.Module):
     ) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
         """Room for the keys and values of ``window`` tokens, preallocated as zeros.
 
-        There is one slot per key-value head, so grouped-query attention's cache is H/G times
+        There is one slot per key-value head, so grouped-query attention's cache is H/H_kv times
         smaller.
 
         Returns:
-            The cache ``(keys, values)``, shapes (G, window, K) and (G, window, Dv).
+            The cache ``(keys, values)``, shapes (H_kv, window, K) and (H_kv, window, Dv).
         """
         heads, k, _ = self.key_projections.shape
         dv = self.value_projections.shape[1]
@@ -572,14 +572,14 @@ class MultiHeadAttention(eqx.Module):
         mask = (
             jnp.arange(window)[:, None] <= positions[None, :]
         )  # mask[m, n]: input m before output n
-        # Grouped queries: the r = H/G query heads of group g read the same cached keys, so they
+        # Grouped queries: the r = H/H_kv query heads of group g read the same cached keys, so they
         # are scored as one block of r T queries against that group's keys (no copy of the cache).
         r = self.group_size
         grouped_queries = queries.reshape(self.num_kv_heads, r * t, -1)
         grouped_mask = mask if r == 1 else jnp.tile(mask, (1, r))
         weights = jax.vmap(
             lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=grouped_mask)
-        )(cached_keys, grouped_queries)  # (G, W, r T)
+        )(cached_keys, grouped_queries)  # (H_kv, W, r T)
         heads = jnp.einsum("hmt,hmv->htv", weights, cached_values).reshape(self.num_heads, t, -1)
         if self.output_projections is not None:
             heads = jnp.einsum("hdv,htv->htd", self.output_projections, heads)

@@ -91,7 +91,7 @@ class LMConfig:
         mlp: "mlp" (``W_2 σ(W_1 x + b_1) + b_2``) or "gated" (``W_down (σ(W_gate x) ⊙ W_up x)``).
         activation: σ, a name in ``ACTIVATIONS``; "relu2" is ReLU squared.
         mlp_bias: biases in a gated MLP (the plain MLP always has them).
-        num_kv_heads: G key-value heads shared by the H query heads; None means H.
+        num_kv_heads: H_kv key-value heads shared by the H query heads; None means H.
         qk_norm: an RMSNorm on every key and query (QK-norm).
         rotary_base: the base of the rotary frequencies.
         rotary_layout: "interleaved" pairs (2i, 2i+1), "half" pairs (i, i + K/2).
@@ -318,9 +318,9 @@ class LanguageModel(eqx.Module):
     # -- generation with a key-value cache -------------------------------------------------------
 
     def empty_cache(self, window: int | None = None, dtype=jnp.float32) -> tuple:
-        """One preallocated (keys, values) pair per block, each of shape (G, window, K).
+        """One preallocated (keys, values) pair per block, each of shape (H_kv, window, K).
 
-        G is the number of key-value heads; ``window`` is the model's window by default.
+        H_kv is the number of key-value heads; ``window`` is the model's window by default.
         """
         window = self.config.window if window is None else window
         if not 1 <= window <= self.config.window:
