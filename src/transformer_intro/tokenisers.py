@@ -32,7 +32,7 @@ class DiscreteTokeniser(eqx.Module):
     Symbol ``s_n ∈ {0, ..., |V|-1}`` gives row ``s_n`` of a (|V|, D) table.
     """
 
-    table: Float[Array, "K D"]
+    table: Float[Array, "vocab D"]
 
     def __init__(self, vocab_size: int, dim: int, *, key: PRNGKeyArray):
         """Draw the table from a standard normal.
