@@ -39,7 +39,12 @@ from .linear_attention import (
     masked_linear_attention,
 )
 from .mixing import fourier_matrices, fourier_mixing, mixing_bias
-from .recurrence import fast_weight_memory, kv_cache_attention, online_softmax_attention
+from .recurrence import (
+    fast_weight_memory,
+    kv_cache_attention,
+    kv_cache_layer,
+    online_softmax_attention,
+)
 
 __all__ = [
     "convolution",
@@ -72,5 +77,6 @@ __all__ = [
     "mixing_bias",
     "fast_weight_memory",
     "kv_cache_attention",
+    "kv_cache_layer",
     "online_softmax_attention",
 ]
