@@ -102,7 +102,12 @@ def launch(args: argparse.Namespace) -> int:
     """Start the workers, wait for them within the timeout, print what each printed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    env.pop("XLA_FLAGS", None)  # the device count is set by each worker
+    # The device count is set by each worker. On a busy machine one device thread can reach a
+    # collective long after the other: XLA's default is to stop the program after 40 s.
+    env["XLA_FLAGS"] = (
+        "--xla_cpu_collective_call_terminate_timeout_seconds=600 "
+        "--xla_cpu_collective_call_warn_stuck_timeout_seconds=600"
+    )
     port = free_port()
     with tempfile.TemporaryDirectory() as logs:
         workers = []

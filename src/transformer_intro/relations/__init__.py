@@ -2,7 +2,7 @@
 
 One module per relation (book chapter 11):
 
-* :mod:`.convolution`: a K x K convolution as attention with K² content-blind heads.
+* :mod:`.convolution`: a convolution with an r x r window as attention with r² content-blind heads.
 * :mod:`.linear_attention`: linear attention as a recurrent network; gated (state-space) form.
 * :mod:`.recurrence`: softmax attention as a growing key-value cache, an online softmax, and a
   fast-weight memory with the sum and delta rules.
