@@ -102,9 +102,12 @@ def launch(args: argparse.Namespace) -> int:
     """Start the workers, wait for them within the timeout, print what each printed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    # The device count is set by each worker. On a busy machine one device thread can reach a
-    # collective long after the other: XLA's default is to stop the program after 40 s.
+    # The device count is set by each worker. A device's program that splits a matrix product
+    # into tasks for the thread pool that the other device's program holds, waiting for it in a
+    # collective, would wait forever: keep products on one thread. And on a busy machine one
+    # device can reach a collective long after the other: XLA stops the program after 40 s.
     env["XLA_FLAGS"] = (
+        "--xla_cpu_multi_thread_eigen=false "
         "--xla_cpu_collective_call_terminate_timeout_seconds=600 "
         "--xla_cpu_collective_call_warn_stuck_timeout_seconds=600"
     )
