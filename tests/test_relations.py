@@ -25,6 +25,7 @@ from transformer_intro.relations import (
     kernel_offsets,
     kernel_regression_attention,
     kv_cache_attention,
+    kv_cache_layer,
     linear_attention,
     linear_attention_recurrence,
     masked_linear_attention,
@@ -141,6 +142,42 @@ def test_kv_cache_decoding_equals_causal_attention():
     decoded = kv_cache_attention(keys, queries, values)
     assert error(decoded, causal_softmax_attention(keys, queries, values)) < 1e-5
     assert error(decoded, causal_softmax_attention(keys, queries, values, causal=False)) > 0.1
+
+
+def test_kv_cache_layer_passes_keys_queries_and_values_through():
+    keys, queries, values = normal(0, (7, 4)), normal(1, (7, 4)), normal(2, (7, 3))
+    layer = kv_cache_layer(4, 3)
+    tokens = jnp.concatenate([keys, queries, values], axis=1)
+    # The layer's readable path (no cache) gives [0; 0; y] for every token.
+    y = layer(tokens, causal_mask(7))
+    assert error(y[:, :8], jnp.zeros((7, 8))) == 0
+    assert error(y[:, 8:], causal_softmax_attention(keys, queries, values)) < 1e-5
+    # The cache is the layer's own: after a prefill of 5 tokens it holds their keys and values,
+    # and the rows beyond stay empty until extend writes them.
+    cache_keys, cache_values = layer.extend(tokens[:5], layer.empty_cache(7), 0)[1]
+    assert cache_keys.shape == (1, 7, 4) and cache_values.shape == (1, 7, 3)
+    assert error(cache_keys[0, :5], keys[:5]) == 0 and error(cache_values[0, :5], values[:5]) == 0
+    assert not jnp.any(cache_keys[0, 5:]) and not jnp.any(cache_values[0, 5:])
+
+
+def test_kv_cache_attention_uses_the_attention_layers_extend(monkeypatch):
+    from transformer_intro.attention import MultiHeadAttention
+
+    calls = []
+    extend = MultiHeadAttention.extend
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[0].shape)
+        return extend(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiHeadAttention, "extend", counting)
+    kv_cache_attention(normal(0, (5, 2)), normal(1, (5, 2)), normal(2, (5, 3)))
+    assert calls == [(1, 7)]  # traced once inside the scan, one token [k; q; v] per step
+
+
+def test_kv_cache_attention_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="keys and queries"):
+        kv_cache_attention(normal(0, (5, 2)), normal(1, (4, 2)), normal(2, (5, 3)))
 
 
 def test_online_softmax_equals_the_parallel_form():

@@ -2,7 +2,7 @@
 
 One module per relation (book chapter 11):
 
-* :mod:`.convolution`: a K x K convolution as attention with K² content-blind heads.
+* :mod:`.convolution`: a convolution with an r x r window as attention with r² content-blind heads.
 * :mod:`.linear_attention`: linear attention as a recurrent network; gated (state-space) form.
 * :mod:`.recurrence`: softmax attention as a growing key-value cache, an online softmax, and a
   fast-weight memory with the sum and delta rules.
@@ -39,7 +39,12 @@ from .linear_attention import (
     masked_linear_attention,
 )
 from .mixing import fourier_matrices, fourier_mixing, mixing_bias
-from .recurrence import fast_weight_memory, kv_cache_attention, online_softmax_attention
+from .recurrence import (
+    fast_weight_memory,
+    kv_cache_attention,
+    kv_cache_layer,
+    online_softmax_attention,
+)
 
 __all__ = [
     "convolution",
@@ -72,5 +77,6 @@ __all__ = [
     "mixing_bias",
     "fast_weight_memory",
     "kv_cache_attention",
+    "kv_cache_layer",
     "online_softmax_attention",
 ]

@@ -1,13 +1,13 @@
 """Convolution as multi-head self-attention (Cordonnier, Loukas & Jaggi, 2020).
 
-A convolution with a K x K window reads, for every pixel p, the K² neighbours p + Δ and applies one
+A convolution with an r x r window reads, for every pixel p, the r² neighbours p + Δ and applies one
 weight matrix W_Δ to each. Attention can do the same with one content-blind head per offset Δ_h:
 its keys and queries are zero and its score is a quadratic bias in the relative position
 δ = p_n' - p_n of input n' and output n,
 
-    B_h[n', n] = -α (|δ|² - 2 Δ_hᵀ δ) = -α |δ - Δ_h|² + α |Δ_h|²,
+    Ψ_h[n', n] = -α (|δ|² - 2 Δ_hᵀ δ) = -α |δ - Δ_h|² + α |Δ_h|²,
 
-so column n of A_h = softmax_{n'}(B_h) peaks at the input p_n + Δ_h and all other inputs get weight
+so column n of A_h = softmax_{n'}(Ψ_h) peaks at the input p_n + Δ_h and all other inputs get weight
 at most about e^{-α} of it. With value maps V_h = W_{Δ_h}, ``Y = Σ_h V_h X A_h`` tends to the
 convolution as α grows. Zero tokens around the image (padding) give a "same"-size output.
 """
@@ -48,7 +48,7 @@ def quadratic_position_bias(
     offset: Float[Array, " d"],
     alpha: float,
 ) -> Float[Array, "Nin Nout"]:
-    """``B[n', n] = -α (|δ|² - 2 Δᵀ δ)`` with ``δ = p_n' - p_n``: a score peaked at ``p_n + Δ``."""
+    """``Ψ[n', n] = -α (|δ|² - 2 Δᵀ δ)`` with ``δ = p_n' - p_n``: a score peaked at ``p_n + Δ``."""
     delta = key_positions[:, None, :] - query_positions[None, :, :]
     return -alpha * (jnp.sum(delta**2, axis=-1) - 2 * delta @ offset)
 

@@ -68,9 +68,9 @@ def edge_softmax_attention(
 
 def gat_scores(
     x: Float[Array, "N D"],
-    weight: Float[Array, "F D"],
-    attention_out: Float[Array, " F"],
-    attention_in: Float[Array, " F"],
+    weight: Float[Array, "Dw D"],
+    attention_out: Float[Array, " Dw"],
+    attention_in: Float[Array, " Dw"],
     *,
     negative_slope: float = 0.2,
 ) -> Float[Array, "N N"]:
@@ -83,9 +83,9 @@ def gat_scores(
 
 def gatv2_scores(
     x: Float[Array, "N D"],
-    weight_out: Float[Array, "F D"],
-    weight_in: Float[Array, "F D"],
-    attention: Float[Array, " F"],
+    weight_out: Float[Array, "Dw D"],
+    weight_in: Float[Array, "Dw D"],
+    attention: Float[Array, " Dw"],
     *,
     negative_slope: float = 0.2,
 ) -> Float[Array, "N N"]:

@@ -7,7 +7,7 @@ Store N patterns as the rows of an (N, D) array X (columns x_n of the maths' D x
 
 which is attention with keys and values X and one query β ξ. The update never raises the energy
 
-    E(ξ) = -β⁻¹ log Σ_n exp(β x_nᵀ ξ) + ½ ξᵀ ξ + β⁻¹ log N + ½ M²,   M = max_n |x_n|,
+    E(ξ) = -β⁻¹ log Σ_n exp(β x_nᵀ ξ) + ½ ξᵀ ξ + β⁻¹ log N + ½ ρ²,   ρ = max_n |x_n|,
 
 and for well-separated patterns one step from near a pattern lands on it.
 """

@@ -2,7 +2,9 @@
 Gimelshein, 2018), and attention as a fast-weight memory (Schlag, Irie & Schmidhuber, 2021).
 
 Causal softmax attention has no fixed-size state: generating token n needs every earlier key and
-value, the *key-value cache*, which grows by one row per token. What can be streamed is the other
+value, the *key-value cache*, which grows by one row per token. The cache here is the attention
+layer's own (``MultiHeadAttention.empty_cache`` and ``extend``), read through one head whose
+weights pass keys, queries and values through unchanged. What can be streamed is the other
 direction, the keys: for one query, the softmax-weighted sum over keys is a scan with a running
 maximum m, a running normaliser l and a running weighted sum o,
 
@@ -18,13 +20,50 @@ from __future__ import annotations
 
 from typing import Literal
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..attention import attend, attention_weights
+from ..attention import MultiHeadAttention
 
-__all__ = ["fast_weight_memory", "kv_cache_attention", "online_softmax_attention"]
+__all__ = [
+    "fast_weight_memory",
+    "kv_cache_attention",
+    "kv_cache_layer",
+    "online_softmax_attention",
+]
+
+
+def kv_cache_layer(key_dim: int, value_dim: int) -> MultiHeadAttention:
+    """The package's attention layer with one head whose weights read ``k``, ``q``, ``v`` straight
+    out of a token ``x = [k; q; v]`` of width ``2 K + Dv``.
+
+    ``U_k = [I 0 0]``, ``U_q = [0 I 0]``, ``W = [0 0 I]`` and ``O = [0; 0; I]``, unscaled scores:
+    the layer's output for a token is ``[0; 0; y]``, with ``y`` the attention output over the
+    values. It lets raw keys, queries and values go through the layer's own key-value cache
+    (:meth:`~transformer_intro.attention.MultiHeadAttention.empty_cache` and ``extend``).
+    """
+    width = 2 * key_dim + value_dim
+    layer = MultiHeadAttention(
+        width, 1, head_dim=key_dim, value_dim=value_dim, scaled=False, key=jax.random.PRNGKey(0)
+    )
+    columns = jnp.eye(width)
+    keys, queries, values = (
+        columns[:key_dim],
+        columns[key_dim : 2 * key_dim],
+        columns[2 * key_dim :],
+    )
+    return eqx.tree_at(
+        lambda m: (
+            m.key_projections,
+            m.query_projections,
+            m.value_projections,
+            m.output_projections,
+        ),
+        layer,
+        (keys[None], queries[None], values[None], values.T[None]),
+    )
 
 
 def kv_cache_attention(
@@ -32,22 +71,28 @@ def kv_cache_attention(
 ) -> Float[Array, "N Dv"]:
     """Causal softmax attention computed one token at a time, as a decoder generates.
 
-    Step n appends ``k_n, v_n`` to the cache and lets ``q_n`` attend to the n cached tokens. The
-    cache is allocated at its final size N and a mask marks the rows filled so far (shapes in a
-    ``jax.lax.scan`` must not change).
+    The state of the recurrence is the attention layer's key-value cache: step n writes ``k_n,
+    v_n`` into it with :meth:`~transformer_intro.attention.MultiHeadAttention.extend` and lets
+    ``q_n`` attend to the n + 1 cached tokens. The cache is allocated at its final size N by
+    ``empty_cache`` (shapes in a ``jax.lax.scan`` must not change) and ``extend`` masks the rows
+    not yet written. The layer is :func:`kv_cache_layer`, so no projection changes the inputs.
     """
-    num_tokens = keys.shape[0]
+    if keys.ndim != 2 or keys.shape != queries.shape or values.shape[0] != keys.shape[0]:
+        raise ValueError(
+            "keys and queries must be (N, K) arrays of one shape and values (N, Dv), got "
+            f"{keys.shape}, {queries.shape} and {values.shape}"
+        )
+    num_tokens, key_dim = keys.shape
+    layer = kv_cache_layer(key_dim, values.shape[1])
+    tokens = jnp.concatenate([keys, queries, values], axis=1)  # x_n = [k_n; q_n; v_n]
 
     def step(cache, token):
-        cached_keys, cached_values = cache
-        n, key, query, value = token
-        cached_keys, cached_values = cached_keys.at[n].set(key), cached_values.at[n].set(value)
-        filled = (jnp.arange(num_tokens) <= n)[:, None]
-        weights = attention_weights(cached_keys, query[None], mask=filled)  # (N, 1)
-        return (cached_keys, cached_values), attend(cached_values, weights)[0]
+        n, x = token
+        y, cache = layer.extend(x[None], cache, n)
+        return cache, y[0, 2 * key_dim :]
 
-    initial = (jnp.zeros_like(keys), jnp.zeros_like(values))
-    _, outputs = jax.lax.scan(step, initial, (jnp.arange(num_tokens), keys, queries, values))
+    initial = layer.empty_cache(num_tokens, dtype=tokens.dtype)
+    _, outputs = jax.lax.scan(step, initial, (jnp.arange(num_tokens), tokens))
     return outputs
 
 

@@ -1,0 +1,185 @@
+"""Data-parallel training in two processes on this machine, as on two machines.
+
+    python scripts/two_processes.py --out two.npz [--processes 2] [--timeout 240]
+
+Starts ``--processes`` Python processes (each with ``--devices-per-process`` CPU devices) that
+find each other through ``jax.distributed.initialize`` on 127.0.0.1, build one mesh over every
+device of every process, and train the small ViT of the test suite for a few steps with
+``training.fit`` on that mesh. Each process prints what it sees: its own devices, all devices,
+the rows of each batch its devices hold, and the losses. Process 0 writes the losses and the final
+parameters to ``--out`` (an .npz file) so that the run can be compared with one process (book
+chapter 12 does, and so does ``tests/test_parallel.py``).
+
+The launcher waits at most ``--timeout`` seconds; if a process fails or the time runs out it
+stops every process it started, prints the end of the failing process's error output, and exits
+with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What every process trains: the same for the launcher's reader (chapter 12) and the workers.
+STEPS, BATCH_SIZE, LEARNING_RATE, EXAMPLES = 3, 16, 1e-3, 256
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One process of the run: join the others, train, report."""
+    if args.process_id == 0 and not Path(args.out).resolve().parent.is_dir():
+        raise SystemExit(f"--out {args.out}: its directory does not exist")
+    import equinox as eqx
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    jax.config.update("jax_num_cpu_devices", args.devices_per_process)
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{args.port}",
+        num_processes=args.processes,
+        process_id=args.process_id,
+        initialization_timeout=max(10, int(args.timeout)),
+    )
+    from transformer_intro.models import VisionTransformer
+    from transformer_intro.parallel import make_mesh
+    from transformer_intro.tasks import ImageClassification
+    from transformer_intro.training import Recipe, fit
+    from transformer_intro.training.distributed import SMALL_VIT, synthetic_digits
+
+    me = f"process {jax.process_index()}"
+    names = lambda devices: ", ".join(f"{d.platform}:{d.id}" for d in devices)  # noqa: E731
+    print(f"{me} of {jax.process_count()}: my devices {names(jax.local_devices())}; "
+          f"the mesh's {len(jax.devices())}: {names(jax.devices())}")  # fmt: skip
+    mesh = make_mesh(len(jax.devices()))
+    rows = NamedSharding(mesh, P("data")).addressable_devices_indices_map((BATCH_SIZE,))
+    held = "; ".join(
+        f"{d.platform}:{d.id} rows {s[0].start}-{s[0].stop - 1}"
+        for d, s in sorted(rows.items(), key=lambda item: item[0].id)
+    )
+    print(f"{me}: of each batch of {BATCH_SIZE}, my devices hold {held}")
+
+    model = VisionTransformer(SMALL_VIT, key=jax.random.PRNGKey(0))
+    task = ImageClassification(synthetic_digits(EXAMPLES))
+    recipe = Recipe(
+        steps=STEPS,
+        batch_size=BATCH_SIZE,
+        learning_rate=LEARNING_RATE,
+        schedule="constant",
+        steps_per_call=1,
+    )
+    trained, history = fit(model, task, recipe, mesh=mesh, progress=False)
+    # The parameters are replicated: this process's first shard of each is the whole value.
+    leaves = jax.tree_util.tree_leaves(eqx.filter(trained, eqx.is_inexact_array))
+    params = [np.asarray(x.addressable_data(0)) for x in leaves]
+    losses = " ".join(f"{loss:.4f}" for loss in history.train_loss)
+    print(f"{me}: losses {losses}; sum of all parameters {sum(p.sum() for p in params):.4f}")
+    if jax.process_index() == 0:
+        np.savez(
+            args.out,
+            devices=len(jax.devices()),
+            losses=np.array(history.train_loss),
+            **{f"param_{i}": p for i, p in enumerate(params)},
+        )
+    jax.distributed.shutdown()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args: argparse.Namespace) -> int:
+    """Start the workers, wait for them within the timeout, print what each printed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    # The device count is set by each worker. A device's program that splits a matrix product
+    # into tasks for the thread pool that the other device's program holds, waiting for it in a
+    # collective, would wait forever: keep products on one thread. And on a busy machine one
+    # device can reach a collective long after the other: XLA stops the program after 40 s.
+    env["XLA_FLAGS"] = (
+        "--xla_cpu_multi_thread_eigen=false "
+        "--xla_cpu_collective_call_terminate_timeout_seconds=600 "
+        "--xla_cpu_collective_call_warn_stuck_timeout_seconds=600"
+    )
+    port = free_port()
+    with tempfile.TemporaryDirectory() as logs:
+        workers = []
+        for i in range(args.processes):
+            out, err = open(Path(logs, f"{i}.out"), "w+"), open(Path(logs, f"{i}.err"), "w+")
+            command = [
+                sys.executable, __file__, "--worker", "--process-id", str(i),
+                "--processes", str(args.processes), "--port", str(port),
+                "--devices-per-process", str(args.devices_per_process),
+                "--timeout", str(args.timeout), "--out", args.out,
+            ]  # fmt: skip
+            workers.append((subprocess.Popen(command, stdout=out, stderr=err, env=env), out, err))
+        deadline = time.monotonic() + args.timeout
+        failed, timed_out = None, False
+        try:
+            while True:
+                codes = [w.poll() for w, _, _ in workers]
+                failed = next((i for i, code in enumerate(codes) if code), None)
+                if failed is not None or all(code == 0 for code in codes):
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.2)
+        finally:
+            for w, _, _ in workers:
+                if w.poll() is None:
+                    w.kill()
+                w.wait()
+        texts = []
+        for _, out, err in workers:
+            out.seek(0)
+            err.seek(0)
+            texts.append((out.read(), err.read()))
+            out.close()
+            err.close()
+    for text, _ in texts:
+        # Gloo, the CPU collectives library, reports its connections on stdout: not ours to show.
+        print("".join(line for line in text.splitlines(True) if not line.startswith("[Gloo]")),
+              end="")  # fmt: skip
+    if timed_out:
+        print(f"the {args.processes} processes did not finish within {args.timeout:g} s; "
+              "all were stopped", file=sys.stderr)  # fmt: skip
+        return 1
+    if failed is not None:
+        print(f"process {failed} failed (exit status {workers[failed][0].returncode}); all were "
+              f"stopped. The end of its error output:\n{texts[failed][1][-3000:]}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="the .npz file process 0 writes")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--devices-per-process", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=240, help="seconds, for the whole run")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--process-id", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.processes < 2:
+        parser.error("--processes must be at least 2 (one process needs no launcher)")
+    if args.worker:
+        worker(args)
+        return 0
+    return launch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""scripts/two_processes.py, the launcher chapter 12 runs: it stops every process it started and
+says why when the run fails. (A whole two-process run is chapter 12's cell, under nbval, and
+tests/test_parallel.py::test_two_processes_train_as_one.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "two_processes.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_run_out_of_time_stops_and_says_so(tmp_path):
+    result = run("--out", str(tmp_path / "two.npz"), "--timeout", "0.5")
+    assert result.returncode == 1
+    assert "did not finish within 0.5 s; all were stopped" in result.stderr
+    assert not (tmp_path / "two.npz").exists()
+
+
+def test_a_failing_process_is_reported_with_its_error(tmp_path):
+    # Process 0 refuses to start without a directory to write to; process 1, left waiting for
+    # it, is stopped.
+    result = run("--out", str(tmp_path / "missing" / "two.npz"), "--timeout", "100")
+    assert result.returncode == 1
+    assert "process 0 failed (exit status 1)" in result.stderr
+    assert "its directory does not exist" in result.stderr
+
+
+def test_one_process_is_refused():
+    result = run("--out", "x.npz", "--processes", "1")
+    assert result.returncode == 2 and "at least 2" in result.stderr
