@@ -3,7 +3,8 @@
     python scripts/two_processes.py --out two.npz [--processes 2] [--timeout 240]
 
 Starts ``--processes`` Python processes (each with ``--devices-per-process`` CPU devices) that
-find each other through ``jax.distributed.initialize`` on 127.0.0.1, build one mesh over every
+find each other through ``jax.distributed.initialize`` on 127.0.0.1 (each runs
+``python -m transformer_intro.training.distributed --report``), build one mesh over every
 device of every process, and train the small ViT of the test suite for a few steps with
 ``training.fit`` on that mesh. Each process prints what it sees: its own devices, all devices,
 the rows of each batch its devices hold, and the losses. Process 0 writes the losses and the final
@@ -28,68 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# What every process trains: the same for the launcher's reader (chapter 12) and the workers.
-STEPS, BATCH_SIZE, LEARNING_RATE, EXAMPLES = 3, 16, 1e-3, 256
-
-
-def worker(args: argparse.Namespace) -> None:
-    """One process of the run: join the others, train, report."""
-    if args.process_id == 0 and not Path(args.out).resolve().parent.is_dir():
-        raise SystemExit(f"--out {args.out}: its directory does not exist")
-    import equinox as eqx
-    import jax
-    import numpy as np
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    jax.config.update("jax_num_cpu_devices", args.devices_per_process)
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{args.port}",
-        num_processes=args.processes,
-        process_id=args.process_id,
-        initialization_timeout=max(10, int(args.timeout)),
-    )
-    from transformer_intro.models import VisionTransformer
-    from transformer_intro.parallel import make_mesh
-    from transformer_intro.tasks import ImageClassification
-    from transformer_intro.training import Recipe, fit
-    from transformer_intro.training.distributed import SMALL_VIT, synthetic_digits
-
-    me = f"process {jax.process_index()}"
-    names = lambda devices: ", ".join(f"{d.platform}:{d.id}" for d in devices)  # noqa: E731
-    print(f"{me} of {jax.process_count()}: my devices {names(jax.local_devices())}; "
-          f"the mesh's {len(jax.devices())}: {names(jax.devices())}")  # fmt: skip
-    mesh = make_mesh(len(jax.devices()))
-    rows = NamedSharding(mesh, P("data")).addressable_devices_indices_map((BATCH_SIZE,))
-    held = "; ".join(
-        f"{d.platform}:{d.id} rows {s[0].start}-{s[0].stop - 1}"
-        for d, s in sorted(rows.items(), key=lambda item: item[0].id)
-    )
-    print(f"{me}: of each batch of {BATCH_SIZE}, my devices hold {held}")
-
-    model = VisionTransformer(SMALL_VIT, key=jax.random.PRNGKey(0))
-    task = ImageClassification(synthetic_digits(EXAMPLES))
-    recipe = Recipe(
-        steps=STEPS,
-        batch_size=BATCH_SIZE,
-        learning_rate=LEARNING_RATE,
-        schedule="constant",
-        steps_per_call=1,
-    )
-    trained, history = fit(model, task, recipe, mesh=mesh, progress=False)
-    # The parameters are replicated: this process's first shard of each is the whole value.
-    leaves = jax.tree_util.tree_leaves(eqx.filter(trained, eqx.is_inexact_array))
-    params = [np.asarray(x.addressable_data(0)) for x in leaves]
-    losses = " ".join(f"{loss:.4f}" for loss in history.train_loss)
-    print(f"{me}: losses {losses}; sum of all parameters {sum(p.sum() for p in params):.4f}")
-    if jax.process_index() == 0:
-        np.savez(
-            args.out,
-            devices=len(jax.devices()),
-            losses=np.array(history.train_loss),
-            **{f"param_{i}": p for i, p in enumerate(params)},
-        )
-    jax.distributed.shutdown()
+# What every process trains (chapter 12 trains the same in one process to compare).
+STEPS, BATCH_SIZE = 3, 16
 
 
 def free_port() -> int:
@@ -117,10 +58,11 @@ def launch(args: argparse.Namespace) -> int:
         for i in range(args.processes):
             out, err = open(Path(logs, f"{i}.out"), "w+"), open(Path(logs, f"{i}.err"), "w+")
             command = [
-                sys.executable, __file__, "--worker", "--process-id", str(i),
-                "--processes", str(args.processes), "--port", str(port),
-                "--devices-per-process", str(args.devices_per_process),
-                "--timeout", str(args.timeout), "--out", args.out,
+                sys.executable, "-m", "transformer_intro.training.distributed", "--report",
+                "--num-processes", str(args.processes), "--process-id", str(i),
+                "--port", str(port), "--devices-per-process", str(args.devices_per_process),
+                "--steps", str(STEPS), "--batch-size", str(BATCH_SIZE),
+                "--timeout", str(int(args.timeout)), "--out", args.out,
             ]  # fmt: skip
             workers.append((subprocess.Popen(command, stdout=out, stderr=err, env=env), out, err))
         deadline = time.monotonic() + args.timeout
@@ -169,15 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--devices-per-process", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=240, help="seconds, for the whole run")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--process-id", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.processes < 2:
         parser.error("--processes must be at least 2 (one process needs no launcher)")
-    if args.worker:
-        worker(args)
-        return 0
     return launch(args)
 
 
