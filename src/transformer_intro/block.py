@@ -1,5 +1,8 @@
 """The transformer block: multi-head self-attention and a token-wise MLP, each wrapped in a
-residual connection and preceded by LayerNorm (the pre-norm arrangement, Xiong et al. 2020)."""
+residual connection and preceded by a normalisation (the pre-norm arrangement, Xiong et al. 2020).
+
+The normalisation is LayerNorm or RMSNorm, the MLP plain or gated: the same block expresses the
+2017-2020 transformer and the Llama-family block (RMSNorm, SwiGLU)."""
 
 from __future__ import annotations
 
@@ -11,12 +14,13 @@ import jax
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .attention import MultiHeadSelfAttention
-from .mlp import MLP
-from .normalisation import LayerNorm
+from .mlp import MLP, GatedMLP
+from .normalisation import LayerNorm, RMSNorm
 
-__all__ = ["Residual", "TransformerBlock"]
+__all__ = ["Norm", "Residual", "TransformerBlock"]
 
 Residual = Literal["input", "normalised"]
+Norm = Literal["layer", "rms"]
 
 
 class TransformerBlock(eqx.Module):
@@ -30,12 +34,17 @@ class TransformerBlock(eqx.Module):
     With ``residual="normalised"``, the text's equations, the first residual starts from the
     *normalised* input: ``Y = X̄ + MHSA(X̄)``, ``X̄ = LayerNorm(X)``. Then the block never passes
     X through unchanged, even when both branches output zero.
+
+    ``norm="rms"`` puts :class:`RMSNorm` where LayerNorm is, and ``mlp_gated=True`` a
+    :class:`GatedMLP` (SwiGLU with ``mlp_activation=jax.nn.silu``) where the MLP is; the
+    attention's options (grouped-query heads, QK-norm, rotary base and layout, biases) pass
+    through ``attention_options``.
     """
 
-    attention_norm: LayerNorm
+    attention_norm: LayerNorm | RMSNorm
     attention: MultiHeadSelfAttention
-    mlp_norm: LayerNorm
-    mlp: MLP
+    mlp_norm: LayerNorm | RMSNorm
+    mlp: MLP | GatedMLP
     residual: Residual = eqx.field(static=True)
 
     def __init__(
@@ -48,21 +57,39 @@ class TransformerBlock(eqx.Module):
         value_dim: int | None = None,
         mlp_num_layers: int = 1,
         mlp_activation: Callable = jax.nn.gelu,
+        mlp_gated: bool = False,
+        mlp_bias: bool = True,
+        norm: Norm = "layer",
+        norm_eps: float = 1e-5,
         residual: Residual = "input",
         key: PRNGKeyArray,
         **attention_options,
     ):
         if residual not in ("input", "normalised"):
             raise ValueError(f"residual must be 'input' or 'normalised', got {residual!r}")
+        if norm not in ("layer", "rms"):
+            raise ValueError(f"norm must be 'layer' or 'rms', got {norm!r}")
+        if mlp_gated and mlp_num_layers != 1:
+            raise ValueError(
+                f"a gated MLP has one hidden layer, got mlp_num_layers={mlp_num_layers}"
+            )
+        if not (mlp_gated or mlp_bias):
+            raise ValueError("the plain MLP always has biases: mlp_bias=False needs mlp_gated=True")
         attention_key, mlp_key = jax.random.split(key)
-        self.attention_norm = LayerNorm(token_dim)
+        make_norm = LayerNorm if norm == "layer" else RMSNorm
+        self.attention_norm = make_norm(token_dim, eps=norm_eps)
         self.attention = MultiHeadSelfAttention(
             token_dim, num_heads, head_dim, value_dim, key=attention_key, **attention_options
         )
-        self.mlp_norm = LayerNorm(token_dim)
-        self.mlp = MLP(
-            token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key
-        )
+        self.mlp_norm = make_norm(token_dim, eps=norm_eps)
+        if mlp_gated:
+            self.mlp = GatedMLP(
+                token_dim, mlp_hidden_dim, activation=mlp_activation, use_bias=mlp_bias, key=mlp_key
+            )
+        else:
+            self.mlp = MLP(
+                token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key
+            )
         self.residual = residual
 
     def attention_residual(

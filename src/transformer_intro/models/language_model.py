@@ -26,11 +26,12 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ..attention import causal_mask
 from ..block import TransformerBlock
-from ..normalisation import LayerNorm
+from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
 from ..tokenisers import DiscreteTokeniser, Vocabulary
 
 __all__ = [
+    "ACTIVATIONS",
     "LMConfig",
     "LanguageModel",
     "SHAKESPEARE_CONFIG",
@@ -42,26 +43,112 @@ __all__ = [
 ]
 
 
+def gelu_exact(x: Array) -> Array:
+    """The GELU ``x Φ(x)`` with the Gaussian distribution function Φ computed exactly (erf)."""
+    return jax.nn.gelu(x, approximate=False)
+
+
+def relu_squared(x: Array) -> Array:
+    """``max(x, 0)²`` (So et al. 2021, "Primer")."""
+    return jnp.square(jax.nn.relu(x))
+
+
+# The MLP activations a configuration may name. "gelu_tanh" is jax.nn.gelu's default, the GELU in
+# its tanh approximation ``0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))``: chapter 9's and GPT-2's.
+ACTIVATIONS = {
+    "gelu_tanh": jax.nn.gelu,
+    "gelu_exact": gelu_exact,
+    "relu": jax.nn.relu,
+    "relu2": relu_squared,
+    "silu": jax.nn.silu,
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class LMConfig:
-    """Every choice that shapes a :class:`LanguageModel`. Plain values, so it saves as JSON."""
+    """Every choice that shapes a :class:`LanguageModel`. Plain values, so it saves as JSON.
+
+    The defaults are chapter 9's model; the other options express today's models (SmolLM2 and the
+    Llama family: ``norm="rms"``, ``mlp="gated"`` with ``activation="silu"`` (SwiGLU),
+    ``num_kv_heads``, ``rotary_base``, ``rotary_layout="half"``, ``tied_embeddings``) and GPT-2
+    (``positions="learned"``, ``attention_bias``, ``tied_embeddings``).
+
+    Attributes:
+        vocab_size: |V|, the number of symbols (or subword tokens).
+        window: the longest context the model reads, in symbols.
+        dim: D, the token width.
+        num_heads: H; each head has keys, queries and values of width D / H.
+        num_blocks: M.
+        mlp_hidden_dim: the hidden width of each block's MLP.
+        positions: "rotary" (keys and queries rotated by position) or "learned" (a table added).
+        embedding_init_scale: standard deviation of the initial embedding tables.
+        norm: "layer" (LayerNorm) or "rms" (RMSNorm), in every block and before the read-out.
+        norm_eps: the normalisations' epsilon (also QK-norm's).
+        mlp: "mlp" (``W_2 σ(W_1 x + b_1) + b_2``) or "gated" (``W_down (σ(W_gate x) ⊙ W_up x)``).
+        activation: σ, a name in ``ACTIVATIONS``; "relu2" is ReLU squared.
+        mlp_bias: biases in a gated MLP (the plain MLP always has them).
+        num_kv_heads: G key-value heads shared by the H query heads; None means H.
+        qk_norm: an RMSNorm on every key and query (QK-norm).
+        rotary_base: the base of the rotary frequencies.
+        rotary_layout: "interleaved" pairs (2i, 2i+1), "half" pairs (i, i + K/2).
+        attention_bias: a query bias per head and an output bias in the attention (GPT-2).
+        tied_embeddings: the read-out is the token table transposed, without a bias.
+    """
 
     vocab_size: int
-    window: int = 128  # the longest context the model reads, in symbols
+    window: int = 128
     dim: int = 128
     num_heads: int = 4
     num_blocks: int = 4
     mlp_hidden_dim: int = 512
     positions: Literal["learned", "rotary"] = "rotary"
     embedding_init_scale: float = 0.02
+    norm: Literal["layer", "rms"] = "layer"
+    norm_eps: float = 1e-5
+    mlp: Literal["mlp", "gated"] = "mlp"
+    activation: Literal["gelu_tanh", "gelu_exact", "relu", "relu2", "silu"] = "gelu_tanh"
+    mlp_bias: bool = True
+    num_kv_heads: int | None = None
+    qk_norm: bool = False
+    rotary_base: float = 10_000.0
+    rotary_layout: Literal["interleaved", "half"] = "interleaved"
+    attention_bias: bool = False
+    tied_embeddings: bool = False
 
     def __post_init__(self):
         if self.vocab_size < 1 or self.window < 1 or self.num_blocks < 1:
             raise ValueError(f"vocab_size, window and num_blocks must be positive, got {self}")
         if self.dim % self.num_heads:
             raise ValueError(f"dim={self.dim} is not divisible by num_heads={self.num_heads}")
-        if self.positions not in ("learned", "rotary"):
-            raise ValueError(f"positions must be 'learned' or 'rotary', got {self.positions!r}")
+        choices = {
+            "positions": ("learned", "rotary"),
+            "norm": ("layer", "rms"),
+            "mlp": ("mlp", "gated"),
+            "activation": tuple(ACTIVATIONS),
+            "rotary_layout": ("interleaved", "half"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.num_kv_heads is not None and (
+            self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads
+        ):
+            raise ValueError(
+                f"num_heads={self.num_heads} must be a multiple of "
+                f"num_kv_heads={self.num_kv_heads} (>= 1)"
+            )
+        if self.mlp == "mlp" and not self.mlp_bias:
+            raise ValueError("the plain MLP always has biases: mlp_bias=False needs mlp='gated'")
+        if self.norm_eps <= 0 or self.rotary_base <= 0:
+            raise ValueError(
+                f"norm_eps and rotary_base must be positive, got {self.norm_eps}, "
+                f"{self.rotary_base}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        """K = D / H, the width of each head's keys, queries and values."""
+        return self.dim // self.num_heads
 
     def replace(self, **changes) -> LMConfig:
         return dataclasses.replace(self, **changes)
@@ -75,18 +162,19 @@ class LMConfig:
 
 
 class LanguageModel(eqx.Module):
-    """Symbols -> tokens (+ positions) -> M causal transformer blocks -> LayerNorm -> logits.
+    """Symbols -> tokens (+ positions) -> M causal transformer blocks -> norm -> logits.
 
-    ``__call__`` maps one sequence of N <= window symbol ids to (N, V) logits, row n predicting
+    ``__call__`` maps one sequence of N <= window symbol ids to (N, |V|) logits, row n predicting
     symbol n + 1. Each head's values are factored through D / H dimensions (``value_dim``), the
-    usual GPT layout; positions are learned embeddings or rotary.
+    usual GPT layout; positions are learned embeddings or rotary. The :class:`LMConfig` chooses
+    the blocks' parts: chapter 9's character model, GPT-2 and SmolLM2 are all this class.
     """
 
     tokeniser: DiscreteTokeniser
     position_embedding: PositionEmbedding | None
     blocks: tuple[TransformerBlock, ...]
-    final_norm: LayerNorm
-    unembedding: eqx.nn.Linear
+    final_norm: LayerNorm | RMSNorm
+    unembedding: eqx.nn.Linear | None
     config: LMConfig = eqx.field(static=True)
 
     def __init__(self, config: LMConfig, *, key: PRNGKeyArray):
@@ -109,14 +197,27 @@ class LanguageModel(eqx.Module):
                 d,
                 config.num_heads,
                 config.mlp_hidden_dim,
-                value_dim=d // config.num_heads,
+                value_dim=config.head_dim,
+                mlp_activation=ACTIVATIONS[config.activation],
+                mlp_gated=config.mlp == "gated",
+                mlp_bias=config.mlp_bias,
+                norm=config.norm,
+                norm_eps=config.norm_eps,
                 rotary=rotary,
+                rotary_base=config.rotary_base,
+                rotary_layout=config.rotary_layout,
+                num_kv_heads=config.num_kv_heads,
+                qk_norm=config.qk_norm,
+                qk_norm_eps=config.norm_eps,
+                use_bias=config.attention_bias,
                 key=k,
             )
             for k in jax.random.split(block_key, config.num_blocks)
         )
-        self.final_norm = LayerNorm(d)
-        self.unembedding = eqx.nn.Linear(d, config.vocab_size, key=out_key)
+        self.final_norm = (LayerNorm if config.norm == "layer" else RMSNorm)(d, eps=config.norm_eps)
+        self.unembedding = (
+            None if config.tied_embeddings else eqx.nn.Linear(d, config.vocab_size, key=out_key)
+        )
         self.config = config
 
     def _check(self, symbols: Array, start: int = 0) -> None:
@@ -139,7 +240,11 @@ class LanguageModel(eqx.Module):
         return x
 
     def readout(self, x: Float[Array, "... D"]) -> Float[Array, "... V"]:
+        """Logits from the last block's tokens: the final norm, then the read-out matrix (with
+        tied embeddings, the token table itself: logit v is ``e_vᵀ x̄_n``)."""
         x = self.final_norm(x)
+        if self.unembedding is None:
+            return x @ self.tokeniser.table.T
         return x @ self.unembedding.weight.T + self.unembedding.bias
 
     def __call__(self, symbols: Int[Array, " N"], *, causal: bool = True) -> Float[Array, "N V"]:
@@ -177,9 +282,13 @@ class LanguageModel(eqx.Module):
 
     # -- generation with a key-value cache -------------------------------------------------------
 
-    def empty_cache(self) -> tuple:
-        """One preallocated (keys, values) pair per block, each of the window's length."""
-        return tuple(block.empty_cache(self.config.window) for block in self.blocks)
+    def empty_cache(self, window: int | None = None, dtype=jnp.float32) -> tuple:
+        """One preallocated (keys, values) pair per block, of ``window`` positions (the model's
+        window by default), with G key-value heads each: (G, window, K)."""
+        window = self.config.window if window is None else window
+        if not 1 <= window <= self.config.window:
+            raise ValueError(f"window must be between 1 and {self.config.window}, got {window}")
+        return tuple(block.empty_cache(window, dtype) for block in self.blocks)
 
     def extend(
         self, symbols: Int[Array, " T"], cache: tuple, start: Int[Array, ""] | int
@@ -190,7 +299,7 @@ class LanguageModel(eqx.Module):
         """
         x = self.embed(symbols, start)
         new_cache = []
-        for block, block_cache in zip(self.blocks, cache):
+        for block, block_cache in zip(self.blocks, cache, strict=True):
             x, block_cache = block.extend(x, block_cache, start)
             new_cache.append(block_cache)
         return self.readout(x), tuple(new_cache)
