@@ -7,12 +7,15 @@ rotary base 100,000 with the half layout, Muon), all of them together, and the c
 a few more changes. Every run fills the same wall-clock budget of training, compilation included
 (evaluation is off the clock, as in ``fit``).
 
-How a run fills the budget: the cosine schedule must know its number of steps T in advance, so
-each variant is first *calibrated*: a short run of 4 compiled calls measures its compilation time
-and seconds per step; T is then the number of steps that fits the rest of the budget (times 0.97,
-a margin, rounded down to whole compiled calls), and a fresh run with that schedule is trained
-and timed, compilation included. Should it still overrun, a callback stops it at the budget (the
-results say so). The calibration's own time is not part of the budget.
+How a run fills the budget (a time-based schedule): the cosine schedule must know its number of
+steps T, and how many steps fit the budget depends on the variant and, on a shared machine, on
+the load, which changes during a run. So T is re-planned as the run goes: training proceeds in
+compiled calls of ``steps_per_call`` steps; after each, the seconds per step of the recent calls
+give the steps that still fit the budget, and when that projection moves T by more than 3% the
+schedule is rebuilt with the new T (a recompilation, a second or two, counted in the budget).
+The run stops when the schedule is done or the next call would overrun the budget. Each run
+records its re-plans. The learning rate then follows the cosine of the fraction of the budget
+spent, whatever the load.
 
 Writes ``benchmarks/results/lm_ablation.json`` (per run: the model's configuration, the recipe,
 steps, seconds, final held-out nats/char, held-out and training loss against seconds, the load
@@ -32,17 +35,17 @@ import platform
 import time
 from pathlib import Path
 
+import equinox as eqx
 import jax
+import numpy as np
 
 from transformer_intro import LanguageModel, Vocabulary, count_parameters
 from transformer_intro.datasets.shakespeare import load_shakespeare
 from transformer_intro.models.language_model import SHAKESPEARE_CONFIG, LMConfig
 from transformer_intro.tasks import SHAKESPEARE_RECIPE, NextSymbolPrediction, bits
-from transformer_intro.training import Recipe, fit
+from transformer_intro.training import Recipe, run_steps
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lm_ablation.json"
-CALIBRATION_CALLS = 4
-MARGIN = 0.97
 EVALUATIONS = 8  # held-out evaluations per run (off the clock), for the loss-vs-seconds curve
 
 # Each variant: a label, the changes to chapter 9's model configuration, the changes to its recipe.
@@ -112,66 +115,85 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def calibrate(config: LMConfig, task, recipe: Recipe) -> tuple[float, float]:
-    """(compilation seconds, seconds per step) of this variant, from a short run."""
-    calls = recipe.replace(steps=CALIBRATION_CALLS * recipe.steps_per_call)
-    model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
-    _, history = fit(model, task, calls, progress=False)
-    per_step = (history.seconds[-1] - history.seconds[0]) / (history.step[-1] - history.step[0])
-    compile_seconds = max(history.seconds[0] - history.step[0] * per_step, 0.0)
-    return compile_seconds, per_step
+def _rebuild(recipe: Recipe, steps: int) -> Recipe:
+    return recipe.replace(steps=max(steps, recipe.warmup_steps + recipe.steps_per_call))
 
 
 def run(name: str, config: LMConfig, recipe: Recipe, task, budget: float) -> dict:
-    compile_seconds, per_step = calibrate(config, task, recipe)
-    calls = int(MARGIN * (budget - compile_seconds) / per_step) // recipe.steps_per_call
-    steps = max(calls, 1) * recipe.steps_per_call
-    recipe = recipe.replace(steps=steps)
-    eval_every = max(round(steps / EVALUATIONS / recipe.steps_per_call), 1) * recipe.steps_per_call
+    """Train one variant for ``budget`` seconds (compilation included), re-planning T."""
     model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
+    per_call = recipe.steps_per_call
+    # A first guess of T (chapter 9's recipe on an unloaded machine); re-planned after 4 calls.
+    plan = _rebuild(recipe, 3000)
+    opt_state = plan.optimiser().init(eqx.filter(model, eqx.is_inexact_array))
+    replans = [{"step": 0, "seconds": 0.0, "steps": plan.steps}]
+    train = {"step": [], "seconds": [], "loss": []}
+    held_out = []
+    call_seconds = []  # of calls that did not compile
+    step, seconds, compiled = 0, 0.0, True
+    next_evaluation = budget / EVALUATIONS
     load_before = load_average()
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-    def out_of_time(step, model, history):
-        return history.seconds[-1] >= budget
-
-    tic = time.perf_counter()
-    model, history = fit(
-        model, task, recipe, eval_every=eval_every, callbacks=[out_of_time], progress=False
-    )
-    wall = time.perf_counter() - tic
-    load_after = load_average()
-    if not history.evaluations or history.evaluations[-1]["step"] != history.step[-1]:
-        history.evaluations.append(
-            {"step": history.step[-1], "seconds": history.seconds[-1], **task.evaluate(model)}
+    tic_wall = time.perf_counter()
+    while step < plan.steps:
+        tic = time.perf_counter()
+        model, opt_state, losses, _ = run_steps(
+            model, opt_state, task, np.int32(step), recipe=plan, count=per_call
         )
-    final = history.evaluations[-1]["nats_per_symbol"]
+        losses = jax.device_get(losses)
+        elapsed = time.perf_counter() - tic
+        seconds += elapsed
+        step += per_call
+        if not compiled:
+            call_seconds.append(elapsed)
+        compiled = False
+        train["step"].append(step)
+        train["seconds"].append(seconds)
+        train["loss"].append(float(np.mean(losses)))
+        if seconds >= next_evaluation:  # off the clock
+            held_out.append({"step": step, "seconds": seconds, **_evaluate(task, model)})
+            next_evaluation += budget / EVALUATIONS
+        recent = float(np.median(call_seconds[-8:])) if call_seconds else elapsed
+        calls_left = int((budget - seconds) / recent)
+        if calls_left < 1:
+            break  # the next call would overrun the budget
+        if len(call_seconds) < 3:
+            continue
+        projected = step + calls_left * per_call
+        if abs(projected - plan.steps) > 0.03 * plan.steps and projected > step:
+            plan = _rebuild(recipe, projected)
+            replans.append({"step": step, "seconds": seconds, "steps": plan.steps})
+            compiled = True
+    wall = time.perf_counter() - tic_wall
+    load_after = load_average()
+    if not held_out or held_out[-1]["step"] != step:
+        held_out.append({"step": step, "seconds": seconds, **_evaluate(task, model)})
+    final = held_out[-1]["nats_per_char"]
     return {
         "name": name,
         "label": VARIANTS[name][0],
         "config": json.loads(config.to_json()),
-        "recipe": json.loads(recipe.to_json()),
+        "recipe": json.loads(plan.replace(steps=step).to_json()),
         "parameters": count_parameters(model),
-        "calibration": {"compile_seconds": compile_seconds, "seconds_per_step": per_step},
-        "steps": history.step[-1],
-        "seconds": history.seconds[-1],
+        "steps": step,
+        "seconds": seconds,
+        "seconds_per_step": seconds / step,
         "wall_seconds_with_evaluations": wall,
-        "stopped_by_clock": history.step[-1] < recipe.steps,
+        "schedule_replans": replans,
+        "schedule_finished": step >= plan.steps,
+        "final_schedule_steps": plan.steps,
         "nats_per_char": final,
         "bits_per_char": bits(final),
-        "held_out": [
-            {"step": e["step"], "seconds": e["seconds"], "nats_per_char": e["nats_per_symbol"]}
-            for e in history.evaluations
-        ],
-        "train": {
-            "step": history.step,
-            "seconds": history.seconds,
-            "loss": history.train_loss,
-        },
+        "held_out": held_out,
+        "train": train,
         "started": started,
         "load_average_before": load_before,
         "load_average_after": load_after,
     }
+
+
+def _evaluate(task, model) -> dict:
+    return {"nats_per_char": task.evaluate(model)["nats_per_symbol"]}
 
 
 def main() -> None:
