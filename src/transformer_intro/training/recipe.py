@@ -5,10 +5,10 @@ batch size and number of steps, and how steps are grouped on the device.
 
 Two optimisers: AdamW everywhere (the default), or Muon (Jordan et al. 2024) for the matrices of
 the transformer blocks with AdamW for everything else. Muon's update for a matrix is its momentum
-*orthogonalised*: the momentum ``M = U S Vᵀ`` (its singular value decomposition) is replaced by
-roughly ``U Vᵀ``, computed with a few Newton-Schulz iterations, so that every direction the
-matrix maps gets an update of the same size, however lopsided the gradient is. That is a
-statement about a matrix acting as a linear map, so Muon is given only those:
+*orthogonalised*: the momentum ``Z = Σ_i σ_i a_i b_iᵀ`` (its singular value decomposition) is
+replaced by roughly ``Σ_i a_i b_iᵀ``, computed with a few Newton-Schulz iterations, so that every
+direction the matrix maps gets an update of the same size, however lopsided the gradient is.
+That is a statement about a matrix acting as a linear map, so Muon is given only those:
 
 * the blocks' projections and MLP weights are linear maps of a token, and get Muon;
 * an embedding table is a lookup (row s is symbol s's vector, each updated only when s occurs),
@@ -204,7 +204,7 @@ class Recipe:
             ratio = self.muon_learning_rate / self.learning_rate
             # optax's Muon, given only the matrices (its own AdamW branch then holds nothing):
             # the other parameters keep exactly the AdamW above. Every matrix is decayed, as
-            # under either decay policy.
+            # under either decay policy, by weight_decay times Muon's learning rate.
             muon = optax.contrib.muon(
                 lambda t: ratio * schedule(t),
                 beta=self.muon_momentum,
