@@ -2,6 +2,20 @@
 
 The optimiser, its learning-rate schedule, which parameters weight decay applies to, clipping, the
 batch size and number of steps, and how steps are grouped on the device.
+
+Two optimisers: AdamW everywhere (the default), or Muon (Jordan et al. 2024) for the matrices of
+the transformer blocks with AdamW for everything else. Muon's update for a matrix is its momentum
+*orthogonalised*: the momentum ``Z = Σ_i σ_i a_i b_iᵀ`` (its singular value decomposition) is
+replaced by roughly ``Σ_i a_i b_iᵀ``, computed with a few Newton-Schulz iterations, so that every
+direction the matrix maps gets an update of the same size, however lopsided the gradient is.
+That is a statement about a matrix acting as a linear map, so Muon is given only those:
+
+* the blocks' projections and MLP weights are linear maps of a token, and get Muon;
+* an embedding table is a lookup (row s is symbol s's vector, each updated only when s occurs),
+  and the read-out's rows are one score per symbol: neither acts as one linear map whose
+  directions should move together, and rare symbols' rows would be pushed as hard as common
+  ones'; they get AdamW, as in Jordan et al.'s recipe;
+* gains, shifts and biases are vectors, with no singular values to equalise: AdamW.
 """
 
 from __future__ import annotations
@@ -12,8 +26,11 @@ from typing import Literal
 
 import jax
 import optax
+from optax.contrib import MuonDimensionNumbers
 
-__all__ = ["Recipe", "decay_mask"]
+__all__ = ["Recipe", "decay_mask", "muon_dimensions", "optimiser_labels"]
+
+MatrixOptimiser = Literal["adamw", "muon"]
 
 
 def decay_mask(params) -> object:
@@ -23,12 +40,61 @@ def decay_mask(params) -> object:
     return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
 
 
+def _in_blocks(path) -> bool:
+    """Whether a leaf's path passes through a field named ``blocks`` (or ``..._blocks``)."""
+    return any(isinstance(k, jax.tree_util.GetAttrKey) and k.name.endswith("blocks") for k in path)
+
+
+def _last_name(path) -> str:
+    names = [k.name for k in path if isinstance(k, jax.tree_util.GetAttrKey)]
+    return names[-1] if names else ""
+
+
+def _dimensions(path, p) -> MuonDimensionNumbers | None:
+    if p.ndim < 2 or not _in_blocks(path):
+        return None
+    if _last_name(path) == "output_projections":
+        # (H, D, Dv): head h's O_h maps its Dv values to D. Together the heads' O_h are one
+        # D x (H Dv) matrix W_O = [O_1 ... O_H]; its inputs are the (h, v) axes.
+        return MuonDimensionNumbers(reduction_axis=(0, 2), output_axis=1)
+    # Equinox's Linear stores (out, in), and the attention's (H, K, D) query, key and value
+    # projections stack the heads' K x D maps: the last axis is the input D, the other axes
+    # together are the output, so (H, K, D) is orthogonalised as one (H K) x D matrix.
+    return MuonDimensionNumbers(reduction_axis=p.ndim - 1, output_axis=tuple(range(p.ndim - 1)))
+
+
+def muon_dimensions(params) -> object:
+    """For each parameter, how Muon sees it as a matrix, or None where AdamW updates it.
+
+    Muon takes the arrays of two or more axes inside the model's transformer blocks (any field
+    named ``blocks``): the attention projections and the MLP weights. Each is read as one matrix
+    from its input axes (``reduction_axis``) to its output axes (``output_axis``). The attention
+    module stores per-head tensors; the heads of a query, key or value projection, (H, K, D),
+    are orthogonalised together as one (H K) x D matrix, which is the usual ``W_Q`` of
+    Vaswani et al. (2017), the matrix Muon's authors orthogonalise. The output projections,
+    (H, D, Dv), become the one D x (H Dv) matrix ``W_O``. Everything else (embedding tables, the
+    read-out, gains, biases) is None.
+    """
+    return jax.tree_util.tree_map_with_path(_dimensions, params)
+
+
+def optimiser_labels(params) -> object:
+    """``"muon"`` or ``"adamw"`` at each parameter: which optimiser updates it when
+    ``matrix_optimiser="muon"`` (see :func:`muon_dimensions`)."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, p: "adamw" if _dimensions(path, p) is None else "muon", params
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """Every number of a training run, as plain values (so it saves as JSON).
 
     The optimiser is AdamW (Loshchilov & Hutter 2019): Adam's update with moment decay rates
-    ``b1`` and ``b2``, plus weight decay, ``θ ← θ - η_t (update + weight_decay · θ)``.
+    ``b1`` and ``b2``, plus weight decay, ``θ ← θ - η_t (update + weight_decay · θ)``. With
+    ``matrix_optimiser="muon"`` the blocks' matrices are updated by Muon instead (see the module's
+    docstring and :func:`muon_dimensions`), with its own peak learning rate; the rest keeps
+    exactly the AdamW above.
 
     Attributes:
         steps: T, the number of optimiser steps.
@@ -50,6 +116,12 @@ class Recipe:
         micro_batches: the batch is cut into this many equal parts whose gradients are averaged
             (the same update, less memory per pass).
         seed: the run's seed; step t's batch is drawn with ``fold_in(PRNGKey(seed), t)``.
+        matrix_optimiser: what updates the blocks' matrices: ``"adamw"`` (like every other
+            parameter), or ``"muon"`` (AdamW still updates the rest).
+        muon_learning_rate: Muon's peak learning rate; its schedule has the same shape as η_t,
+            scaled by ``muon_learning_rate / learning_rate``. Muon's update has singular values
+            near one, so its learning rate is on another scale than Adam's.
+        muon_momentum: Muon's momentum decay rate (Nesterov momentum, as Jordan et al.).
     """
 
     steps: int
@@ -66,6 +138,9 @@ class Recipe:
     steps_per_call: int = 25
     micro_batches: int = 1
     seed: int = 0
+    matrix_optimiser: MatrixOptimiser = "adamw"
+    muon_learning_rate: float = 0.02
+    muon_momentum: float = 0.95
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "steps_per_call", "micro_batches"):
@@ -83,6 +158,14 @@ class Recipe:
             )
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(f"clip_norm must be positive or None, got {self.clip_norm}")
+        if self.matrix_optimiser not in ("adamw", "muon"):
+            raise ValueError(
+                f"matrix_optimiser must be 'adamw' or 'muon', got {self.matrix_optimiser!r}"
+            )
+        if self.muon_learning_rate <= 0:
+            raise ValueError(f"muon_learning_rate must be positive, got {self.muon_learning_rate}")
+        if not 0 <= self.muon_momentum < 1:
+            raise ValueError(f"muon_momentum must be in [0, 1), got {self.muon_momentum}")
 
     def replace(self, **changes) -> Recipe:
         """A copy with some fields changed."""
@@ -107,14 +190,28 @@ class Recipe:
         )
 
     def optimiser(self) -> optax.GradientTransformation:
-        """AdamW with this recipe's schedule and decay policy, after clipping when ``clip_norm``."""
-        adamw = optax.adamw(
-            self.learning_rate_schedule(),
+        """AdamW (or Muon and AdamW) with this recipe's schedule and decay policy, after
+        clipping when ``clip_norm``."""
+        schedule = self.learning_rate_schedule()
+        update = optax.adamw(
+            schedule,
             b1=self.b1,
             b2=self.b2,
             weight_decay=self.weight_decay,
             mask=decay_mask if self.decay == "matrices" else None,
         )
+        if self.matrix_optimiser == "muon":
+            ratio = self.muon_learning_rate / self.learning_rate
+            # optax's Muon, given only the matrices (its own AdamW branch then holds nothing):
+            # the other parameters keep exactly the AdamW above. Every matrix is decayed, as
+            # under either decay policy, by weight_decay times Muon's learning rate.
+            muon = optax.contrib.muon(
+                lambda t: ratio * schedule(t),
+                beta=self.muon_momentum,
+                weight_decay=self.weight_decay,
+                muon_weight_dimension_numbers=muon_dimensions,
+            )
+            update = optax.partition({"muon": muon, "adamw": update}, optimiser_labels)
         if self.clip_norm is None:
-            return adamw
-        return optax.chain(optax.clip_by_global_norm(self.clip_norm), adamw)
+            return update
+        return optax.chain(optax.clip_by_global_norm(self.clip_norm), update)
