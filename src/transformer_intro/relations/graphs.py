@@ -1,5 +1,6 @@
-"""Attention as message passing on a graph (graph attention: Veličković et al., 2018; Brody,
-Alon & Yahav, 2022).
+"""Attention as message passing on a graph.
+
+Graph attention: Veličković et al., 2018; Brody, Alon & Yahav, 2022.
 
 Self-attention sends a message v_n' from every token n' to every token n and lets n average them
 with weights A[n', n]: message passing on the complete graph. A mask with ``mask[n', n] = True``

@@ -1,5 +1,7 @@
-"""Linear attention as a recurrent network (Katharopoulos et al., 2020) and its gated form
-(state-space duality, Dao & Gu, 2024).
+"""Linear attention as a recurrent network, and its gated form.
+
+Linear attention: Katharopoulos et al., 2020; the gated form and state-space duality: Dao & Gu,
+2024.
 
 Causal linear attention replaces exp(k_n'ᵀ q_n) by φ(k_n')ᵀ φ(q_n) with a positive feature map φ:
 

@@ -1,5 +1,6 @@
-"""Token mixing without content: the Random Synthesizer (Tay et al., 2021), MLP-Mixer
-(Tolstikhin et al., 2021) and FNet (Lee-Thorp et al., 2022).
+"""Token mixing without content: the Random Synthesizer, MLP-Mixer and FNet.
+
+Tay et al., 2021; Tolstikhin et al., 2021; Lee-Thorp et al., 2022.
 
 With zero key and query projections every score is zero, and a learned score bias Ψ is all that
 is left: ``A = softmax_{n'}(Ψ)`` is one fixed mixing matrix, the same for every input. Such a head
@@ -40,17 +41,20 @@ def mixing_bias(mixing: Float[Array, "N N"], *, atol: float = 1e-5) -> Float[Arr
 
 
 def fourier_matrices(size: int) -> tuple[Float[Array, "S S"], Float[Array, "S S"]]:
-    """Real and imaginary parts of the DFT matrix 𝓕 of a size: ``𝓕[j, j'] = e^{-2πi jj'/size}``
-    ``= cos(2π jj'/size) - i sin(2π jj'/size)``; returns the cosines and the sines."""
+    """Real and imaginary parts of the DFT matrix 𝓕 of a size.
+
+    ``𝓕[j, j'] = e^{-2πi jj'/size} = cos(2π jj'/size) - i sin(2π jj'/size)``; returns the
+    cosines and the sines.
+    """
     index = jnp.arange(size)
     angles = 2 * jnp.pi * jnp.outer(index, index) / size
     return jnp.cos(angles), jnp.sin(angles)
 
 
 def fourier_mixing(x: Float[Array, "N D"]) -> Float[Array, "N D"]:
-    """FNet's mixing ``Re(𝓕_N x 𝓕_D) = cos_N x cos_D - sin_N x sin_D`` of the rows x (the
-    maths' Xᵀ), with the cosines and sines of :func:`fourier_matrices`.
+    """FNet's mixing ``Re(𝓕_N x 𝓕_D) = cos_N x cos_D - sin_N x sin_D`` of the rows x.
 
+    The rows x are the maths' Xᵀ; the cosines and sines are those of :func:`fourier_matrices`.
     Written as two real matrix products.
     """
     cos_n, sin_n = fourier_matrices(x.shape[0])

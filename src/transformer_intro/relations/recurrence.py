@@ -1,5 +1,7 @@
-"""Softmax attention read as a recurrence: the key-value cache, the online softmax (Milakov &
-Gimelshein, 2018), and attention as a fast-weight memory (Schlag, Irie & Schmidhuber, 2021).
+"""Softmax attention read as a recurrence.
+
+The key-value cache, the online softmax (Milakov & Gimelshein, 2018), and attention as a
+fast-weight memory (Schlag, Irie & Schmidhuber, 2021).
 
 Causal softmax attention has no fixed-size state: generating token n needs every earlier key and
 value, the *key-value cache*, which grows by one row per token. The cache here is the attention
@@ -36,8 +38,9 @@ __all__ = [
 
 
 def kv_cache_layer(key_dim: int, value_dim: int) -> MultiHeadAttention:
-    """The package's attention layer with one head whose weights read ``k``, ``q``, ``v`` straight
-    out of a token ``x = [k; q; v]`` of width ``2 K + Dv``.
+    """The package's attention layer with one head that reads ``k``, ``q``, ``v`` out of a token.
+
+    The token is ``x = [k; q; v]``, of width ``2 K + Dv``.
 
     ``U_k = [I 0 0]``, ``U_q = [0 I 0]``, ``W = [0 0 I]`` and ``O = [0; 0; I]``, unscaled scores:
     the layer's output for a token is ``[0; 0; y]``, with ``y`` the attention output over the

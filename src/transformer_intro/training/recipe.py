@@ -34,9 +34,11 @@ MatrixOptimiser = Literal["adamw", "muon"]
 
 
 def decay_mask(params) -> object:
-    """True at the parameters weight decay shrinks under ``decay="matrices"``: arrays of two or
-    more axes (projections, MLP weights, embedding tables); False at vectors (biases, LayerNorm
-    gains and shifts, the class token)."""
+    """True at the parameters weight decay shrinks under ``decay="matrices"``.
+
+    Those are the arrays of two or more axes (projections, MLP weights, embedding tables); False
+    at vectors (biases, LayerNorm gains and shifts, the class token).
+    """
     return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
 
 
@@ -79,8 +81,11 @@ def muon_dimensions(params) -> object:
 
 
 def optimiser_labels(params) -> object:
-    """``"muon"`` or ``"adamw"`` at each parameter: which optimiser updates it when
-    ``matrix_optimiser="muon"`` (see :func:`muon_dimensions`)."""
+    """``"muon"`` or ``"adamw"`` at each parameter.
+
+    It says which optimiser updates the parameter when ``matrix_optimiser="muon"`` (see
+    :func:`muon_dimensions`).
+    """
     return jax.tree_util.tree_map_with_path(
         lambda path, p: "adamw" if _dimensions(path, p) is None else "muon", params
     )
@@ -172,10 +177,12 @@ class Recipe:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
+        """The recipe as a JSON object, keys sorted."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Recipe:
+        """The recipe that :meth:`to_json` wrote (a recipe saved before Muon loads as AdamW)."""
         return cls(**json.loads(text))
 
     def learning_rate_schedule(self) -> optax.Schedule:
@@ -190,8 +197,10 @@ class Recipe:
         )
 
     def optimiser(self) -> optax.GradientTransformation:
-        """AdamW (or Muon and AdamW) with this recipe's schedule and decay policy, after
-        clipping when ``clip_norm``."""
+        """AdamW (or Muon and AdamW) with this recipe's schedule and decay policy.
+
+        Gradients are clipped first when ``clip_norm`` is set.
+        """
         schedule = self.learning_rate_schedule()
         update = optax.adamw(
             schedule,
