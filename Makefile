@@ -21,8 +21,8 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
 
-# ruff (configured in pyproject.toml): lint and format check. Not yet in `make test`: long lines
-# remain in modules outside the training work (attention, tokenisers, positions, tests, ...).
+# ruff (configured in pyproject.toml): lint, Google-style docstrings in src/, and the format
+# check. It runs first in `make test`.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
