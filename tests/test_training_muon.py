@@ -176,3 +176,12 @@ def test_fit_with_muon_learns():
     after = task.evaluate(trained)["nats_per_symbol"]
     assert np.isfinite(history.train_loss).all()
     assert after < 0.5 * before
+
+
+def test_repr_shows_muon_settings_only_when_muon_acts():
+    adamw = Recipe(steps=10, batch_size=4, learning_rate=1e-3)
+    assert "muon" not in repr(adamw) and repr(adamw).endswith("seed=0)")
+    muon = adamw.replace(matrix_optimiser="muon", muon_momentum=0.9)
+    assert "matrix_optimiser='muon'" in repr(muon) and "muon_momentum=0.9" in repr(muon)
+    # the printout hides nothing a reader could not rebuild: JSON keeps every field
+    assert Recipe.from_json(adamw.to_json()) == adamw

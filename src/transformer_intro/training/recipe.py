@@ -91,6 +91,10 @@ def optimiser_labels(params) -> object:
     )
 
 
+# The fields that configure Muon; they do nothing unless ``matrix_optimiser="muon"``.
+_MUON_FIELDS = ("matrix_optimiser", "muon_learning_rate", "muon_momentum")
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """Every number of a training run, as plain values (so it saves as JSON).
@@ -171,6 +175,12 @@ class Recipe:
             raise ValueError(f"muon_learning_rate must be positive, got {self.muon_learning_rate}")
         if not 0 <= self.muon_momentum < 1:
             raise ValueError(f"muon_momentum must be in [0, 1), got {self.muon_momentum}")
+
+    def __repr__(self) -> str:
+        # Muon's settings act only when it is chosen: an AdamW recipe prints without them.
+        inert = () if self.matrix_optimiser == "muon" else _MUON_FIELDS
+        shown = (f for f in dataclasses.fields(self) if f.name not in inert)
+        return f"Recipe({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
     def replace(self, **changes) -> Recipe:
         """A copy with some fields changed."""
