@@ -11,6 +11,14 @@ from jaxtyping import Array, Float, PRNGKeyArray
 __all__ = ["GatedMLP", "MLP"]
 
 
+def _check_one_token(x: Array) -> None:
+    # Both MLPs act on one token; a sequence passed by mistake would broadcast silently.
+    if x.ndim != 1:
+        raise ValueError(
+            f"the MLP acts on one token of shape (D,), got {x.shape}; use jax.vmap for sequences"
+        )
+
+
 class MLP(eqx.Module):
     """``x_n ↦ W_L σ(... σ(W_1 x_n + b_1) ...) + b_L`` for a single token ``x_n``.
 
@@ -61,11 +69,7 @@ class MLP(eqx.Module):
         Raises:
             ValueError: if x is not one token, a vector of shape (D,).
         """
-        if x.ndim != 1:
-            raise ValueError(
-                f"the MLP acts on one token of shape (D,), got {x.shape}; "
-                "use jax.vmap for sequences"
-            )
+        _check_one_token(x)
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         return self.layers[-1](x)
@@ -130,11 +134,7 @@ class GatedMLP(eqx.Module):
         Raises:
             ValueError: if x is not one token, a vector of shape (D,).
         """
-        if x.ndim != 1:
-            raise ValueError(
-                f"the MLP acts on one token of shape (D,), got {x.shape}; "
-                "use jax.vmap for sequences"
-            )
+        _check_one_token(x)
         return self.down(self.activation(self.gate(x)) * self.up(x))
 
     def batched(self, x: Float[Array, "... D"]) -> Float[Array, "... Dout"]:
