@@ -165,3 +165,51 @@ def test_generate_text_answers_and_checks_its_arguments(ours):
         generate_text(model, tokenizer, "Hi", 4, temperature=0.7)
     with pytest.raises(ValueError, match="num_tokens"):
         generate_text(model, tokenizer, "Hi", 0)
+
+
+def test_hugging_face_folder_loads_the_same_model(ours, reference, tmp_path):
+    """``load_smollm2`` on a folder as Hugging Face publishes it: ``model.safetensors`` in
+    bfloat16, ``config.json``, ``tokenizer.json``, written here from transformers' model."""
+    model, tokenizer = ours
+    hf_model, hf_tokenizer = reference
+    # transformers will not save a model it read from GGUF, so its state dict is written as
+    # the published checkpoint is: bfloat16, without the read-out, which is the token table.
+    from safetensors.torch import save_file
+
+    state = {
+        name: value.to(torch.bfloat16).contiguous()
+        for name, value in hf_model.state_dict().items()
+        if name != "lm_head.weight"
+    }
+    save_file(state, tmp_path / "model.safetensors")
+    hf_model.config.to_json_file(tmp_path / "config.json")
+    hf_tokenizer.save_pretrained(tmp_path)
+    folder_model, folder_tokenizer = load_smollm2(tmp_path)
+    for text in STRINGS:
+        assert folder_tokenizer.encode(text) == tokenizer.encode(text)
+    assert folder_tokenizer.apply_chat_template(MESSAGES) == tokenizer.apply_chat_template(MESSAGES)
+    # bfloat16 keeps 8 bits of each weight: every weight within a relative 2^-8 of ours.
+    ours_leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    folder_leaves = jax.tree_util.tree_leaves(eqx.filter(folder_model, eqx.is_inexact_array))
+    assert len(ours_leaves) == len(folder_leaves)
+    for a, b in zip(ours_leaves, folder_leaves, strict=True):
+        assert a.shape == b.shape
+        assert np.all(np.abs(np.asarray(a) - np.asarray(b)) <= 2**-8 * np.abs(np.asarray(a)))
+    # A weight swapped between two blocks is caught by the same comparison.
+    swapped = eqx.tree_at(
+        lambda m: m.blocks[0].mlp.up.weight, folder_model, folder_model.blocks[1].mlp.up.weight
+    )
+    a, b = model.blocks[0].mlp.up.weight, swapped.blocks[0].mlp.up.weight
+    assert not np.all(np.abs(np.asarray(a) - np.asarray(b)) <= 2**-8 * np.abs(np.asarray(a)))
+
+
+def test_gguf_tensors_are_read_on_lookup():
+    from transformer_intro.pretrained.smollm2 import LazyTensors, read_gguf
+
+    tensors, metadata = read_gguf(GGUF)
+    assert isinstance(tensors, LazyTensors)
+    assert len(tensors) == 272 and "blk.0.attn_q.weight" in tensors
+    assert "blk.0.attn_q.bias" not in tensors
+    first, again = tensors["blk.0.attn_q.weight"], tensors["blk.0.attn_q.weight"]
+    assert first.shape == (576, 576) and first.dtype == np.float32
+    assert first is not again and np.array_equal(first, again)  # computed, not kept

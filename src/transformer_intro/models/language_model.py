@@ -327,6 +327,21 @@ class LanguageModel(eqx.Module):
             raise ValueError(f"window must be between 1 and {self.config.window}, got {window}")
         return tuple(block.empty_cache(window, dtype) for block in self.blocks)
 
+    def extend_tokens(
+        self, symbols: Int[Array, " T"], cache: tuple, start: Int[Array, ""] | int
+    ) -> tuple[Float[Array, "T D"], tuple]:
+        """The last block's tokens for T new symbols at positions ``start, ...``, and the cache.
+
+        The earlier symbols are read from ``cache``. :meth:`readout` turns any of the tokens into
+        logits; a prompt needs only its last one's.
+        """
+        x = self.embed(symbols, start)
+        new_cache = []
+        for block, block_cache in zip(self.blocks, cache, strict=True):
+            x, block_cache = block.extend(x, block_cache, start)
+            new_cache.append(block_cache)
+        return x, tuple(new_cache)
+
     def extend(
         self, symbols: Int[Array, " T"], cache: tuple, start: Int[Array, ""] | int
     ) -> tuple[Float[Array, "T V"], tuple]:
@@ -334,12 +349,8 @@ class LanguageModel(eqx.Module):
 
         The earlier ones are read from ``cache``.
         """
-        x = self.embed(symbols, start)
-        new_cache = []
-        for block, block_cache in zip(self.blocks, cache, strict=True):
-            x, block_cache = block.extend(x, block_cache, start)
-            new_cache.append(block_cache)
-        return self.readout(x), tuple(new_cache)
+        x, cache = self.extend_tokens(symbols, cache, start)
+        return self.readout(x), cache
 
 
 # The chapter's model (trained with `tasks.SHAKESPEARE_RECIPE`; benchmarks/lm_time_to_loss.py

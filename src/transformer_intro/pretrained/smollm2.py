@@ -19,9 +19,11 @@ head; :func:`load_smollm2` undoes that permutation and uses the half-split layou
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import equinox as eqx
@@ -37,6 +39,7 @@ from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
 
 __all__ = [
     "SMOLLM2_135M",
+    "LazyTensors",
     "config_from_gguf",
     "count_parameters",
     "decode",
@@ -169,8 +172,48 @@ def download_smollm2(directory: str | os.PathLike = CACHE_DIR) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 
-def read_gguf(path) -> tuple[dict[str, np.ndarray], dict]:
-    """Every tensor of a GGUF file dequantised to float32 (rows = outputs), and its metadata."""
+class LazyTensors(Mapping):
+    """Named tensors, each computed when it is looked up and not kept.
+
+    A loader then holds one float32 tensor at a time beside the model it fills, not a second
+    copy of the whole checkpoint (540 MB for SmolLM2-135M).
+    """
+
+    def __init__(self, readers: dict[str, Callable[[], np.ndarray]]):
+        """Wrap ``readers``: name -> a function of no arguments returning that tensor."""
+        self._readers = readers
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """The tensor ``name``, computed now."""
+        return self._readers[name]()
+
+    def __contains__(self, name: object) -> bool:
+        """Whether there is a tensor ``name`` (without computing it)."""
+        return name in self._readers
+
+    def __iter__(self) -> Iterator[str]:
+        """The tensors' names."""
+        return iter(self._readers)
+
+    def __len__(self) -> int:
+        """How many tensors there are."""
+        return len(self._readers)
+
+
+def _dequantise(tensor) -> np.ndarray:
+    import gguf
+
+    shape = tuple(reversed([int(n) for n in tensor.shape]))
+    values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+    return np.asarray(values, np.float32).reshape(shape)
+
+
+def read_gguf(path) -> tuple[LazyTensors, dict]:
+    """The tensors of a GGUF file and its metadata.
+
+    The file is memory-mapped; a tensor is dequantised to float32 (rows = outputs) each time it
+    is looked up.
+    """
     import gguf
 
     reader = gguf.GGUFReader(str(path))
@@ -179,11 +222,7 @@ def read_gguf(path) -> tuple[dict[str, np.ndarray], dict]:
         if name.startswith("GGUF."):
             continue
         metadata[name] = field.contents()
-    tensors = {}
-    for tensor in reader.tensors:
-        shape = tuple(reversed([int(n) for n in tensor.shape]))
-        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-        tensors[tensor.name] = np.asarray(values, np.float32).reshape(shape)
+    tensors = LazyTensors({t.name: functools.partial(_dequantise, t) for t in reader.tensors})
     return tensors, metadata
 
 
@@ -243,14 +282,18 @@ def _unpermute_rotary_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
     return half.reshape(rows, d)
 
 
-def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LMConfig) -> dict:
-    """GGUF names and layouts to Hugging Face's Llama names and layouts."""
-    out = {
-        "model.embed_tokens.weight": tensors["token_embd.weight"],
-        "model.norm.weight": tensors["output_norm.weight"],
+def _hf_tensor(tensors: Mapping[str, np.ndarray], name: str, rotary_heads: int | None):
+    value = tensors[name]
+    return value if rotary_heads is None else _unpermute_rotary_rows(value, rotary_heads)
+
+
+def hf_tensors_from_gguf(tensors: Mapping[str, np.ndarray], config: LMConfig) -> LazyTensors:
+    """GGUF names and layouts to Hugging Face's Llama names and layouts (computed on lookup)."""
+    renames = {
+        "token_embd.weight": ("model.embed_tokens.weight", None),
+        "output_norm.weight": ("model.norm.weight", None),
+        "output.weight": ("lm_head.weight", None),
     }
-    if "output.weight" in tensors:
-        out["lm_head.weight"] = tensors["output.weight"]
     names = {
         "attn_norm": "input_layernorm",
         "ffn_norm": "post_attention_layernorm",
@@ -262,20 +305,21 @@ def hf_tensors_from_gguf(tensors: dict[str, np.ndarray], config: LMConfig) -> di
         "ffn_up": "mlp.up_proj",
         "ffn_down": "mlp.down_proj",
     }
-    for name, value in tensors.items():
+    rotary_heads = {"attn_q": config.num_heads, "attn_k": config.num_kv_heads or config.num_heads}
+    readers = {}
+    for name in tensors:
         match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", name)
-        if match is None:
-            continue
-        block, part = match.groups()
-        if part == "attn_q":
-            value = _unpermute_rotary_rows(value, config.num_heads)
-        elif part == "attn_k":
-            value = _unpermute_rotary_rows(value, config.num_kv_heads)
-        out[f"model.layers.{block}.{names[part]}.weight"] = value
-    return out
+        if match is not None:
+            block, part = match.groups()
+            hf_name = f"model.layers.{block}.{names[part]}.weight"
+            renames[name] = (hf_name, rotary_heads.get(part))
+        if name in renames:
+            hf_name, heads = renames[name]
+            readers[hf_name] = functools.partial(_hf_tensor, tensors, name, heads)
+    return LazyTensors(readers)
 
 
-def model_from_hf_tensors(tensors: dict[str, np.ndarray], config: LMConfig) -> LanguageModel:
+def model_from_hf_tensors(tensors: Mapping[str, np.ndarray], config: LMConfig) -> LanguageModel:
     """A :class:`LanguageModel` holding a Hugging Face Llama state dict (names as in transformers).
 
     ``config`` is a Llama-style configuration such as :data:`SMOLLM2_135M`.
@@ -351,13 +395,20 @@ def tokeniser_from_hf(folder: Path) -> ChatTokeniser:
     specials = [t["content"] for t in data.get("added_tokens", []) if t.get("special")]
     config_file = folder / "tokenizer_config.json"
     extra = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    chat_template = extra.get("chat_template")
+    template_file = folder / "chat_template.jinja"  # where newer transformers save it
+    if chat_template is None and template_file.is_file():
+        chat_template = template_file.read_text()
+    eos = extra.get("eos_token")
+    if isinstance(eos, dict):  # older files store an AddedToken's fields
+        eos = eos.get("content")
     return from_vocabulary(
         tokens,
         data["model"]["merges"],
         special_tokens=specials,
         pattern=BYTE_LEVEL_PATTERN,
-        chat_template=extra.get("chat_template"),
-        eos_token=extra.get("eos_token"),
+        chat_template=chat_template,
+        eos_token=eos,
     )
 
 
@@ -378,9 +429,12 @@ def load_smollm2(
         tokeniser = tokeniser_from_gguf(metadata)
         hf_tensors = hf_tensors_from_gguf(tensors, config)
     else:
-        from safetensors.numpy import load_file
+        from safetensors import safe_open
 
-        hf_tensors = load_file(found / "model.safetensors")
+        weights = safe_open(found / "model.safetensors", framework="numpy")
+        hf_tensors = LazyTensors(
+            {name: functools.partial(weights.get_tensor, name) for name in weights.keys()}
+        )
         hf_config = json.loads((found / "config.json").read_text())
         config = smollm2_config(
             vocab_size=hf_config["vocab_size"],
@@ -403,6 +457,11 @@ def load_smollm2(
 # ---------------------------------------------------------------------------------------------
 
 
+# Prompts are padded to a multiple of this many tokens: prompts of similar lengths then share
+# one compilation, and at most 15 padding tokens are computed for nothing.
+PROMPT_MULTIPLE = 16
+
+
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
@@ -417,8 +476,10 @@ def prefill(
     compilation): a padding token's keys sit in the cache only until generation overwrites that
     slot with the next real token, which it does before any query can read it.
     """
-    logits, cache = model.extend(ids, model.empty_cache(window), 0)
-    return logits[length - 1], cache
+    tokens, cache = model.extend_tokens(ids, model.empty_cache(window), 0)
+    # Only the last real token's logits are needed: the read-out of the other P - 1 tokens
+    # would be a fifth of the prompt's work (49,152 x 576 per token).
+    return model.readout(tokens[length - 1]), cache
 
 
 @eqx.filter_jit
@@ -465,7 +526,7 @@ def generate_ids(
         raise ValueError(f"temperature must be non-negative, got {temperature}")
     if temperature > 0 and key is None:
         raise ValueError("sampling at a temperature above 0 needs a PRNG key")
-    padded = _round_up(ids.size, 64)
+    padded = _round_up(ids.size, PROMPT_MULTIPLE)
     window = _round_up(padded + num_tokens, 128)
     if ids.size + num_tokens > model.config.window:
         raise ValueError(
