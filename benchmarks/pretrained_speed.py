@@ -32,15 +32,12 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
     import numpy as np
 
     from transformer_intro.pretrained import load_smollm2
-    from transformer_intro.pretrained.smollm2 import PROMPT_MULTIPLE, _round_up, decode, prefill
+    from transformer_intro.pretrained.smollm2 import decode, padded_prompt, prefill
 
     model, tokenizer = load_smollm2()
     loaded_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
-    padded = _round_up(len(ids), PROMPT_MULTIPLE)  # as generate_ids pads
-    window = _round_up(padded + num_tokens, 128)
-    prompt = np.zeros(padded, np.int32)
-    prompt[: len(ids)] = ids
+    prompt, window = padded_prompt(model, np.asarray(ids, np.int32), num_tokens)  # as generate_ids
     prompt = jnp.asarray(prompt)
     length = jnp.int32(len(ids))
     key, temperature = jax.random.PRNGKey(0), jnp.float32(0.0)

@@ -50,6 +50,7 @@ __all__ = [
     "hf_tensors_from_gguf",
     "load_smollm2",
     "model_from_hf_tensors",
+    "padded_prompt",
     "prefill",
     "read_gguf",
     "smollm2_config",
@@ -508,6 +509,26 @@ def decode(
     return tokens
 
 
+def padded_prompt(model: LanguageModel, ids: np.ndarray, num_tokens: int) -> tuple[np.ndarray, int]:
+    """The prompt zero-padded for :func:`prefill`, and the cache length it needs.
+
+    The prompt is padded to a multiple of ``PROMPT_MULTIPLE`` tokens; the cache holds it and
+    ``num_tokens`` more, rounded up to a multiple of 128 within the model's context.
+
+    Raises:
+        ValueError: when the prompt and the new tokens exceed the model's context.
+    """
+    if ids.size + num_tokens > model.config.window:
+        raise ValueError(
+            f"{ids.size} prompt tokens and {num_tokens} new ones exceed the model's context of "
+            f"{model.config.window}"
+        )
+    prompt = np.zeros(_round_up(ids.size, PROMPT_MULTIPLE), np.int32)
+    prompt[: ids.size] = ids
+    window = min(_round_up(prompt.size + num_tokens, 128), model.config.window)
+    return prompt, window
+
+
 def generate_ids(
     model: LanguageModel,
     ids,
@@ -526,16 +547,7 @@ def generate_ids(
         raise ValueError(f"temperature must be non-negative, got {temperature}")
     if temperature > 0 and key is None:
         raise ValueError("sampling at a temperature above 0 needs a PRNG key")
-    padded = _round_up(ids.size, PROMPT_MULTIPLE)
-    window = _round_up(padded + num_tokens, 128)
-    if ids.size + num_tokens > model.config.window:
-        raise ValueError(
-            f"{ids.size} prompt tokens and {num_tokens} new ones exceed the model's context of "
-            f"{model.config.window}"
-        )
-    window = min(window, model.config.window)
-    prompt = np.zeros(padded, np.int32)
-    prompt[: ids.size] = ids
+    prompt, window = padded_prompt(model, ids, num_tokens)
     logits, cache = prefill(model, jnp.asarray(prompt), jnp.int32(ids.size), window)
     key = jax.random.PRNGKey(0) if key is None else key
     temperature = jnp.float32(temperature)
