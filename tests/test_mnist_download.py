@@ -64,10 +64,13 @@ class Server:
             def log_message(self, *args) -> None:  # keep the test output quiet
                 pass
 
-            def handle_one_request(self) -> None:
-                super().handle_one_request()
-                if getattr(self, "path", None) and getattr(self, "command", None):
+            def parse_request(self) -> bool:
+                # Counted before the answer is sent: a client that has read the answer
+                # must already see its request here.
+                parsed = super().parse_request()
+                if parsed:
                     server.requests.append(self.path)
+                return parsed
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counting)
         self.httpd.daemon_threads = True
