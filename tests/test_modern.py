@@ -10,6 +10,7 @@ import pytest
 
 from transformer_intro.attention import MultiHeadAttention, causal_mask
 from transformer_intro.mlp import MLP, GatedMLP
+from transformer_intro.models import LanguageModel
 from transformer_intro.normalisation import LayerNorm, RMSNorm
 from transformer_intro.positions import half_to_interleaved, rotate_pairs
 
@@ -353,3 +354,30 @@ def test_gpt2_with_a_swapped_pair_of_weights_fails(tiny_gpt2, first, second):
         gpt2_from_state_dict(
             {k: v for k, v in state.items() if k != a}, gpt2_config_from_hf(config.to_dict())
         )
+
+
+@pytest.mark.parametrize("prompt_length", [30, 36])
+def test_generation_up_to_the_end_of_a_context_not_a_multiple_of_16(prompt_length):
+    # A 40-token context: the prompt's padding to 16 must stop at the context's end, and the
+    # cached generation must equal greedy decoding by full passes.
+    from transformer_intro.pretrained.smollm2 import generate_ids, smollm2_config
+
+    config = smollm2_config(
+        vocab_size=50,
+        dim=16,
+        num_blocks=2,
+        num_heads=2,
+        num_kv_heads=1,
+        mlp_hidden_dim=32,
+        context_length=40,
+    )
+    model = LanguageModel(config, key=jax.random.PRNGKey(0))
+    ids = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (prompt_length,), 0, 50))
+    num_tokens = 40 - prompt_length
+    new = generate_ids(model, ids, num_tokens)
+    sequence = list(ids)
+    for _ in range(num_tokens):
+        sequence.append(int(jnp.argmax(model(jnp.asarray(sequence, jnp.int32))[-1])))
+    assert new.tolist() == sequence[prompt_length:]
+    with pytest.raises(ValueError, match="exceed the model's context of 40"):
+        generate_ids(model, ids, num_tokens + 1)

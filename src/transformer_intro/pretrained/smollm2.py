@@ -523,7 +523,8 @@ def padded_prompt(model: LanguageModel, ids: np.ndarray, num_tokens: int) -> tup
             f"{ids.size} prompt tokens and {num_tokens} new ones exceed the model's context of "
             f"{model.config.window}"
         )
-    prompt = np.zeros(_round_up(ids.size, PROMPT_MULTIPLE), np.int32)
+    # Padding never runs past the context, whatever multiple the context is of 16.
+    prompt = np.zeros(min(_round_up(ids.size, PROMPT_MULTIPLE), model.config.window), np.int32)
     prompt[: ids.size] = ids
     window = min(_round_up(prompt.size + num_tokens, 128), model.config.window)
     return prompt, window
