@@ -6,9 +6,15 @@ the batches each old loop (commit 75c6773: ``train.fit``, ``train_language_model
 ``tests/fixtures/make_characterisation.py``). Here ``training.fit`` is given the same batches, in
 the same order, through a task that replays them, and the chapter's recipe written as a
 :class:`Recipe`. Where the old loop compiled one step per call, ``steps_per_call=1`` gives
-bit-identical parameters; the language model's old loop already ran 5 steps in one ``lax.scan``,
-and so does the new one, bit-identically. Grouping the ViT's steps into a scan changes only float
-rounding: within 1e-6 of each array's largest entry. Run with ``-s`` to see the differences.
+the same computation; the language model's old loop already ran 5 steps in one ``lax.scan``,
+and so does the new one. Grouping the ViT's steps into a scan changes only float rounding.
+
+On the machine that recorded the fixtures the same computations are bit-identical and the
+scanned ViT within 1e-6. XLA's CPU kernels round differently on other processors: on an
+AVX2-only AMD EPYC every comparison here differs, by at most 2.4e-6 of an array's largest entry
+after 12 steps. So the check is a relative 1e-5 on every array, which a
+run with two batches swapped misses by four orders of magnitude (``test_the_comparison_can_fail``).
+Run with ``-s`` to see the differences and how many arrays are bit-identical.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from transformer_intro.tasks import (
 from transformer_intro.training import Recipe, batch_key, fit
 
 FIXTURE = np.load(Path(__file__).parent / "fixtures" / "characterisation.npz")
-RTOL = 1e-6
+# Relative to each array's largest entry: above the rounding of another CPU's kernels (2.4e-6
+# seen), far below what a change of computation does (0.19 for two batches swapped).
+RTOL = 1e-5
 
 
 class Replay(eqx.Module):
@@ -105,9 +113,8 @@ VIT_CONFIG = ViTConfig(
 )
 
 
-def assert_matches(model, expected, *, exact: bool):
-    worst = max(differences(model, expected).values())
-    assert worst == 0.0 if exact else worst < RTOL
+def assert_matches(model, expected):
+    assert max(differences(model, expected).values()) < RTOL
 
 
 @pytest.mark.parametrize(
@@ -133,7 +140,7 @@ def test_image_classification_equals_the_old_vit_loop(name, micro_batches, steps
     model, _ = fit(
         model, Replay(vit_batches(), task, recipe.seed, vit_prepare), recipe, progress=False
     )
-    assert_matches(model, recorded(name), exact=steps_per_call == 1)
+    assert_matches(model, recorded(name))
 
 
 def test_next_symbol_prediction_equals_the_old_language_model_loop():
@@ -156,7 +163,7 @@ def test_next_symbol_prediction_equals_the_old_language_model_loop():
     model = LanguageModel(config, key=jax.random.PRNGKey(4))
     batches = jnp.asarray(FIXTURE["lm_windows"])
     model, _ = fit(model, Replay(batches, task, recipe.seed), recipe, progress=False)
-    assert_matches(model, recorded("lm"), exact=True)
+    assert_matches(model, recorded("lm"))
 
 
 def old_decoder_path(path: str) -> str:
@@ -209,7 +216,7 @@ def test_sequence_to_sequence_equals_the_old_encoder_decoder_loop():
     }
     task = SequenceToSequence(tuple(batches[k][0] for k in batches), start_id=1)
     model, _ = fit(model, Replay(batches, task, recipe.seed), recipe, progress=False)
-    assert_matches(model, recorded("ed", old_decoder_path), exact=True)
+    assert_matches(model, recorded("ed", old_decoder_path))
 
 
 def test_the_comparison_can_fail():
@@ -232,4 +239,4 @@ def test_the_comparison_can_fail():
     task = ImageClassification((np.zeros((16, 8, 8), np.uint8), np.zeros(16)))
     model = VisionTransformer(VIT_CONFIG, key=jax.random.PRNGKey(1))
     model, _ = fit(model, Replay(swapped, task, recipe.seed, vit_prepare), recipe, progress=False)
-    assert max(differences(model, recorded("vit")).values()) > 1e-3
+    assert max(differences(model, recorded("vit")).values()) > 100 * RTOL

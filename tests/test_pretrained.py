@@ -213,3 +213,29 @@ def test_gguf_tensors_are_read_on_lookup():
     first, again = tensors["blk.0.attn_q.weight"], tensors["blk.0.attn_q.weight"]
     assert first.shape == (576, 576) and first.dtype == np.float32
     assert first is not again and np.array_equal(first, again)  # computed, not kept
+
+
+def test_the_loaded_model_keeps_no_view_of_the_file():
+    """Once loaded, the model holds copies: the file is unmapped (its 94 MB leave memory)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import gc
+        from transformer_intro.pretrained import load_smollm2
+        from transformer_intro.pretrained.smollm2 import read_gguf
+        tensors, _ = read_gguf({str(GGUF)!r})
+        mapped = lambda: {GGUF.name!r} in open("/proc/self/maps").read()
+        print(mapped())  # the reader maps the file
+        del tensors
+        model, tokenizer = load_smollm2({str(GGUF)!r})
+        gc.collect()
+        print(mapped())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["True", "False"]

@@ -206,7 +206,9 @@ def _dequantise(tensor) -> np.ndarray:
 
     shape = tuple(reversed([int(n) for n in tensor.shape]))
     values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-    return np.asarray(values, np.float32).reshape(shape)
+    # A float32 tensor comes back as a view of the memory-mapped file; a copy lets the file be
+    # unmapped once the model is filled (JAX on the CPU may keep using a view it is given).
+    return np.array(values, np.float32, copy=True).reshape(shape)
 
 
 def read_gguf(path) -> tuple[LazyTensors, dict]:
