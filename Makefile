@@ -40,6 +40,12 @@ NB_FIRST   := book/14_modern_transformer.ipynb book/09_language_model.ipynb \
 	book/12_parallel_training.ipynb book/13_subword_tokens.ipynb
 NOTEBOOKS  := $(NB_FIRST) $(filter-out $(NB_FIRST),$(wildcard book/*.ipynb))
 
+# XLA compiles some programs more than once in a run (a test builds the same step again; a
+# notebook and a test compile the same model): a compilation cache on disk, shared by the
+# processes, compiles each once (15:12 for `make unit` with an empty cache, 17:03 without, on
+# a 2-core AMD EPYC; the folder is ignored by git and may be deleted at any time).
+export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax-cache
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest $(UNIT_FILES) -q $(XDIST)
 
@@ -55,7 +61,7 @@ nbval: $(STAMP)
 
 browser: book
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
-		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser; \
+		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser $(XDIST); \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
 
 test: lint unit nbval browser
