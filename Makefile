@@ -40,9 +40,8 @@ NB_FIRST   := book/14_modern_transformer.ipynb book/09_language_model.ipynb \
 	book/12_parallel_training.ipynb book/13_subword_tokens.ipynb
 NOTEBOOKS  := $(NB_FIRST) $(filter-out $(NB_FIRST),$(wildcard book/*.ipynb))
 
-# XLA compiles some programs more than once in a run (a test builds the same step again; a
-# notebook and a test compile the same model): a compilation cache on disk, shared by the
-# processes, compiles each once. On a 2-core AMD EPYC, `make unit` with an empty cache used 28
+# Several tests and notebooks compile the same programs: a compilation cache on disk, shared by
+# the processes, compiles each once. On a 2-core AMD EPYC, `make unit` with an empty cache used 28
 # CPU-minutes against 32 without; wall-clock differences were within the shared machine's noise.
 # The folder is ignored by git and may be deleted at any time.
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax-cache
