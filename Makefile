@@ -6,7 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test lint unit nbval browser check-gpu execute lab bench clean serve
+.PHONY: book test lint unit nbval browser execute lab bench clean serve
+.PHONY: check-gpu check-gpu-unit check-gpu-chapters
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,11 +67,20 @@ browser: book
 
 test: lint unit nbval browser
 
-# For a machine with a GPU: the unit tests, then every chapter's code cells in a plain Python
-# process (no Jupyter), with per-chapter counts of the cells that pass and fail.
-check-gpu: $(STAMP)
-	$(BIN)/python -m pytest tests -q
-	$(BIN)/python scripts/run_chapters.py
+# For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
+# JAX with CUDA, Equinox, Optax and pytest-xdist, runs the unit tests, then every chapter's code
+# cells, each chapter in a fresh process (scripts/run_chapters.py), GPU_JOBS at a time. JAX is
+# asked not to reserve most of the GPU's memory up front, so that the processes can share it.
+# Each test's result is printed as it finishes, so a run cut short still says what failed.
+# `make -j 2 check-gpu` runs the two halves at once.
+GPU_PYTHON ?= python3
+GPU_JOBS   ?= 4
+check-gpu: check-gpu-unit check-gpu-chapters
+check-gpu-unit:
+	XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} \
+		$(GPU_PYTHON) -m pytest tests -v --tb=short -rfE -n $(GPU_JOBS) --dist loadfile
+check-gpu-chapters:
+	$(GPU_PYTHON) scripts/run_chapters.py --jobs $(GPU_JOBS)
 
 # Re-execute every chapter in place, top to bottom, so the committed outputs are fresh.
 execute: $(STAMP)

@@ -43,6 +43,7 @@ def launch(args: argparse.Namespace) -> int:
     """Start the workers, wait for them within the timeout, print what each printed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    env["JAX_PLATFORMS"] = "cpu"  # CPU devices, also on a machine with a GPU
     # The device count is set by each worker. A device's program that splits a matrix product
     # into tasks for the thread pool that the other device's program holds, waiting for it in a
     # collective, would wait forever: keep products on one thread. And on a busy machine one

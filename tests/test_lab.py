@@ -21,7 +21,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-import websocket
+
+websocket = pytest.importorskip("websocket")  # websocket-client, with Jupyter
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 STARTUP_TIMEOUT = 60.0  # seconds for the server to answer

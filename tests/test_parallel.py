@@ -44,6 +44,7 @@ def _env(devices: int | None = None) -> dict[str, str]:
         os.pathsep
     )
     env.pop("XLA_FLAGS", None)
+    env["JAX_PLATFORMS"] = "cpu"  # the forced devices are the CPU's, also where there is a GPU
     if devices is not None:
         env["JAX_NUM_CPU_DEVICES"] = str(devices)
     return env
