@@ -60,9 +60,11 @@ nbval: $(STAMP)
 		--nbval-cell-timeout=2400 -q $(XDIST); status=$$?; \
 		rm -rf book/checkpoints && mv $(NBVAL_SAVED) book/checkpoints; exit $$status
 
+# Only the tests that drive Chromium: the rest of tests/browser (recomputing figures' data) runs in
+# `make unit`.
 browser: book
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
-		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser $(XDIST); \
+		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser -m browser $(XDIST); \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
 
 test: lint unit nbval browser
