@@ -140,6 +140,13 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=["baseline", "combined_plus"])
     parser.add_argument("--steps", type=int, default=10, help="steps per timing and trace")
     args = parser.parse_args()
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    if jax.default_backend() != "cpu":
+        parser.error(
+            f"this script profiles XLA's CPU kernels, and JAX runs on the "
+            f"{jax.default_backend()}: run it with JAX_PLATFORMS=cpu"
+        )
     runs = {run["name"]: run for run in json.loads(RESULTS.read_text())["runs"]}
     unknown = sorted(set(args.runs) - set(runs))
     if unknown:
