@@ -31,6 +31,7 @@ from pathlib import Path
 
 import equinox as eqx
 import jax
+from lm_ablation import RESULTS  # benchmarks/lm_ablation.py, which writes the runs
 from matmul_peak import matmul_gflops  # benchmarks/matmul_peak.py, beside this script
 
 from transformer_intro import LanguageModel, LMConfig, Vocabulary
@@ -38,11 +39,12 @@ from transformer_intro.datasets.shakespeare import load_shakespeare
 from transformer_intro.tasks import NextSymbolPrediction
 from transformer_intro.training import Recipe, batch_key, train_step
 
-RESULTS = Path(__file__).parent / "results" / "lm_ablation.json"
-
 
 def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
-    """The compiled training step of one ablation run, and a model, state and batch for it."""
+    """One ablation run's training step, compiled once, and a model, state and batch for it.
+
+    The compiled step is the program that is counted, timed and traced alike.
+    """
     config = LMConfig.from_json(json.dumps(run["config"]))
     recipe = Recipe.from_json(json.dumps(run["recipe"]))
     task = NextSymbolPrediction(vocabulary.encode(text), window=config.window)
@@ -51,17 +53,18 @@ def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
     state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
     batch = task.batch(batch_key(recipe.seed, 0), recipe.batch_size)
     step = eqx.filter_jit(lambda m, s, b: train_step(m, s, b, task=task, optimiser=optimiser)[:2])
-    return step, (model, state, batch), config, recipe
+    inputs = (model, state, batch)
+    return step.lower(*inputs).compile(), inputs, config, recipe
 
 
-def step_flops(step, inputs) -> float:
+def step_flops(step) -> float:
     """The FLOPs of one compiled step, as XLA counts them."""
-    cost = step.lower(*inputs).lowered.compile().cost_analysis()
+    cost = step.compiled.cost_analysis()
     return (cost[0] if isinstance(cost, list) else cost)["flops"]
 
 
 def time_steps(step, inputs, steps: int) -> tuple[float, float]:
-    """Best of three: (wall, CPU) seconds per step, after compilation."""
+    """Best of three: (wall, CPU) seconds per step."""
     jax.block_until_ready(step(*inputs))
     best = (float("inf"), float("inf"))
     for _ in range(3):
@@ -106,7 +109,7 @@ def cpu_time_by_kind(step, inputs, steps: int) -> collections.Counter:
 
 def profile(name: str, run: dict, text: str, vocabulary: Vocabulary, steps: int) -> None:
     step, inputs, config, recipe = step_and_inputs(run, text, vocabulary)
-    flops = step_flops(step, inputs)
+    flops = step_flops(step)
     wall, cpu = time_steps(step, inputs, steps)
     kinds = cpu_time_by_kind(step, inputs, steps)
     kernels = sum(kinds.values())
@@ -144,7 +147,7 @@ def main() -> None:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     if jax.default_backend() != "cpu":
         parser.error(
-            f"this script profiles XLA's CPU kernels, and JAX runs on the "
+            "this script profiles XLA's CPU kernels, and JAX runs on the "
             f"{jax.default_backend()}: run it with JAX_PLATFORMS=cpu"
         )
     runs = {run["name"]: run for run in json.loads(RESULTS.read_text())["runs"]}
