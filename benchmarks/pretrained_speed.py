@@ -10,6 +10,10 @@ subprocess pinned to that many cores (``taskset``), since JAX fixes its thread p
 starts. Each worker also reports its peak resident memory, after loading and in all.
 
     python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2
+
+With ``--profile-prefill`` it instead profiles the book's prefill in this process, on all its
+cores: wall and CPU milliseconds, XLA's FLOP count, and the CPU time of the matrix products
+against the rest (``benchmarks/lm_step_profile.py``'s trace reading).
 """
 
 from __future__ import annotations
@@ -64,6 +68,43 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
         "peak_after_loading_mib": loaded_mib,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+def profile_prefill(num_tokens: int, repeats: int) -> None:
+    """Where the book's prefill of the benchmark's prompt spends this machine's cores."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from lm_step_profile import cpu_time_by_kind, step_flops, time_steps  # beside this script
+
+    from transformer_intro.pretrained import load_smollm2
+    from transformer_intro.pretrained.smollm2 import padded_prompt, prefill
+
+    if jax.default_backend() != "cpu":
+        raise SystemExit(
+            f"--profile-prefill reads XLA's CPU kernels, not {jax.default_backend()}'s"
+        )
+    model, tokenizer = load_smollm2()
+    ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
+    prompt, window = padded_prompt(model, np.asarray(ids, np.int32), num_tokens)
+    inputs = (model, jnp.asarray(prompt), jnp.int32(len(ids)), window)
+    compiled = prefill.lower(*inputs).compile()
+    flops = step_flops(compiled)
+    wall, cpu = time_steps(compiled, inputs, repeats)
+    kinds = cpu_time_by_kind(compiled, inputs, repeats)
+    kernels = sum(kinds.values())
+    products = kinds.pop("matrix product", 0.0)
+    print(
+        f"prefill of {len(ids)} prompt tokens, padded to {prompt.size}, on {os.cpu_count()} cores"
+    )
+    print(
+        f"  {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU; XLA's count {flops / 1e9:.2f} GFLOP"
+    )
+    print(
+        f"  {flops / wall / 1e9:.0f} GFLOP/s per wall second; profiled kernels {kernels:.0f} CPU "
+        f"ms, of which matrix products {products:.0f} ({flops / (products / 1e3) / 1e9:.0f} "
+        f"GFLOP/s per CPU second, at most)"
+    )
 
 
 def run_torch(num_tokens: int, repeats: int, threads: int) -> dict:
@@ -122,9 +163,17 @@ def main():
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--profile-prefill", action="store_true", help="profile the book's prefill instead"
+    )
     parser.add_argument("--worker", choices=["jax", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-threads", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.profile_prefill:
+        profile_prefill(args.tokens, args.repeats)
+        return
     if args.worker == "jax":
         print(json.dumps(run_jax(args.tokens, args.repeats)))
         return
