@@ -5,7 +5,9 @@ re-trains), the configuration and recipe come from benchmarks/results/lm_ablatio
 training step (``training.train_step``: gradient and optimiser update) is compiled and timed on
 a batch of the Shakespeare task, then traced with JAX's profiler. It prints, per step:
 
-* wall-clock and CPU milliseconds (the CPU time of every thread of this process);
+* wall-clock and CPU milliseconds (the CPU time of every thread of this process), and the wall
+  milliseconds per step of the same step inside ``fit``'s compiled loop (``run_steps``), which
+  is faster: the figures below are for the step called alone;
 * the FLOPs XLA counts for the step, and the rate they are done at, per wall and CPU second;
 * how the CPU time divides between matrix products (XLA's dot kernels, which on a CPU run as
   dot or XNNPACK/YNNPACK fusions) and everything else (the element-wise and layout work around
@@ -37,7 +39,7 @@ from matmul_peak import matmul_gflops  # benchmarks/matmul_peak.py, beside this 
 from transformer_intro import LanguageModel, LMConfig, Vocabulary
 from transformer_intro.datasets.shakespeare import load_shakespeare
 from transformer_intro.tasks import NextSymbolPrediction
-from transformer_intro.training import Recipe, batch_key, train_step
+from transformer_intro.training import Recipe, batch_key, run_steps, train_step
 
 
 def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
@@ -55,6 +57,27 @@ def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
     step = eqx.filter_jit(lambda m, s, b: train_step(m, s, b, task=task, optimiser=optimiser)[:2])
     inputs = (model, state, batch)
     return step.lower(*inputs).compile(), inputs, config, recipe
+
+
+def loop_seconds_per_step(run: dict, text: str, vocabulary: Vocabulary) -> float:
+    """Wall seconds per step as ``fit`` runs them: ``run_steps`` over ``steps_per_call`` steps.
+
+    Best of three calls, after one that compiles. The loop keeps the model and optimiser state
+    inside one compiled program from step to step, which a step called alone cannot.
+    """
+    config = LMConfig.from_json(json.dumps(run["config"]))
+    recipe = Recipe.from_json(json.dumps(run["recipe"]))
+    task = NextSymbolPrediction(vocabulary.encode(text), window=config.window)
+    model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
+    state = recipe.optimiser().init(eqx.filter(model, eqx.is_inexact_array))
+    count = recipe.steps_per_call
+    jax.block_until_ready(run_steps(model, state, task, 0, recipe=recipe, count=count))
+    best = float("inf")
+    for _ in range(3):
+        tic = time.perf_counter()
+        jax.block_until_ready(run_steps(model, state, task, 0, recipe=recipe, count=count))
+        best = min(best, (time.perf_counter() - tic) / count)
+    return best
 
 
 def step_flops(step) -> float:
@@ -117,7 +140,12 @@ def profile(name: str, run: dict, text: str, vocabulary: Vocabulary, steps: int)
     tokens = recipe.batch_size * config.window
     peak = matmul_gflops("x @ w", tokens, config.dim, 4 * config.dim, "float32")
     print(f"\n{run['label']} ({name}): batch {recipe.batch_size} x {config.window} tokens")
+    loop = loop_seconds_per_step(run, text, vocabulary)
     print(f"  step: {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU")
+    print(
+        f"  the same step in fit's loop ({recipe.steps_per_call} steps per compiled call): "
+        f"{loop * 1e3:.0f} ms wall"
+    )
     print(
         f"  XLA's count: {flops / 1e9:.1f} GFLOP per step; {flops / wall / 1e9:.0f} GFLOP/s "
         f"per wall second, {flops / cpu / 1e9:.0f} per CPU second"
