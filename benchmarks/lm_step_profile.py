@@ -6,8 +6,8 @@ training step (``training.train_step``: gradient and optimiser update) is compil
 a batch of the Shakespeare task, then traced with JAX's profiler. It prints, per step:
 
 * wall-clock and CPU milliseconds (the CPU time of every thread of this process), and the wall
-  milliseconds per step of the same step inside ``fit``'s compiled loop (``run_steps``), which
-  is faster: the figures below are for the step called alone;
+  milliseconds per step of the same step inside ``fit``'s compiled loop (``run_steps``); the
+  figures below are for the step called alone;
 * the FLOPs XLA counts for the step, and the rate they are done at, per wall and CPU second;
 * how the CPU time divides between matrix products (XLA's dot kernels, which on a CPU run as
   dot or XNNPACK/YNNPACK fusions) and everything else (the element-wise and layout work around
@@ -43,9 +43,10 @@ from transformer_intro.training import Recipe, batch_key, run_steps, train_step
 
 
 def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
-    """One ablation run's training step, compiled once, and a model, state and batch for it.
+    """One ablation run's training step, compiled once, a model, state and batch for it, and more.
 
-    The compiled step is the program that is counted, timed and traced alike.
+    The compiled step is the program that is counted, timed and traced alike. Also returned: the
+    run's configuration, recipe and task.
     """
     config = LMConfig.from_json(json.dumps(run["config"]))
     recipe = Recipe.from_json(json.dumps(run["recipe"]))
@@ -56,20 +57,15 @@ def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
     batch = task.batch(batch_key(recipe.seed, 0), recipe.batch_size)
     step = eqx.filter_jit(lambda m, s, b: train_step(m, s, b, task=task, optimiser=optimiser)[:2])
     inputs = (model, state, batch)
-    return step.lower(*inputs).compile(), inputs, config, recipe
+    return step.lower(*inputs).compile(), inputs, config, recipe, task
 
 
-def loop_seconds_per_step(run: dict, text: str, vocabulary: Vocabulary) -> float:
+def loop_seconds_per_step(model, state, task, recipe: Recipe) -> float:
     """Wall seconds per step as ``fit`` runs them: ``run_steps`` over ``steps_per_call`` steps.
 
     Best of three calls, after one that compiles. The loop keeps the model and optimiser state
     inside one compiled program from step to step, which a step called alone cannot.
     """
-    config = LMConfig.from_json(json.dumps(run["config"]))
-    recipe = Recipe.from_json(json.dumps(run["recipe"]))
-    task = NextSymbolPrediction(vocabulary.encode(text), window=config.window)
-    model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
-    state = recipe.optimiser().init(eqx.filter(model, eqx.is_inexact_array))
     count = recipe.steps_per_call
     jax.block_until_ready(run_steps(model, state, task, 0, recipe=recipe, count=count))
     best = float("inf")
@@ -131,7 +127,7 @@ def cpu_time_by_kind(step, inputs, steps: int) -> collections.Counter:
 
 
 def profile(name: str, run: dict, text: str, vocabulary: Vocabulary, steps: int) -> None:
-    step, inputs, config, recipe = step_and_inputs(run, text, vocabulary)
+    step, inputs, config, recipe, task = step_and_inputs(run, text, vocabulary)
     flops = step_flops(step)
     wall, cpu = time_steps(step, inputs, steps)
     kinds = cpu_time_by_kind(step, inputs, steps)
@@ -140,7 +136,8 @@ def profile(name: str, run: dict, text: str, vocabulary: Vocabulary, steps: int)
     tokens = recipe.batch_size * config.window
     peak = matmul_gflops("x @ w", tokens, config.dim, 4 * config.dim, "float32")
     print(f"\n{run['label']} ({name}): batch {recipe.batch_size} x {config.window} tokens")
-    loop = loop_seconds_per_step(run, text, vocabulary)
+    model, state, _ = inputs
+    loop = loop_seconds_per_step(model, state, task, recipe)
     print(f"  step: {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU")
     print(
         f"  the same step in fit's loop ({recipe.steps_per_call} steps per compiled call): "
