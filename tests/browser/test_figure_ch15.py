@@ -1,0 +1,76 @@
+"""Chapter 15's interactive figure (fig-ch15-attention) shows SmolLM2's attention on its sentence.
+
+The attention weights of every block and head are recomputed here from the model's GGUF file
+(``load_smollm2``) on the chapter's sentence and compared with the numbers the page shows after
+pointing at tokens, for blocks at the bottom, middle and top, to 3 decimals. The neighbouring
+token's column must not match.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from explore_helpers import point_at, read_values, select, wait_for_figure
+
+PAGE = "book/15_pretrained_model.html"
+FIGURE = "fig-ch15-attention"
+SENTENCE = "The trophy did not fit in the suitcase because it was too big."
+
+
+@functools.cache
+def recomputed() -> np.ndarray:
+    """``A[m, h, n', n]`` of every block and head of SmolLM2 on the chapter's sentence."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from transformer_intro.pretrained import load_smollm2
+
+    try:
+        model, tokenizer = load_smollm2()
+    except FileNotFoundError:
+        pytest.skip("the SmolLM2 GGUF file is not available")
+    ids = jnp.asarray(tokenizer.encode(SENTENCE))
+    with jax.default_matmul_precision("highest"):  # as the chapter computes them
+        maps = eqx.filter_jit(model.attention_maps)(ids)
+    return np.asarray(maps, np.float64)
+
+
+def matches(shown, expected) -> bool:
+    return len(shown) == len(expected) and bool(
+        np.all(np.round(np.asarray(shown), 3) == np.round(np.asarray(expected), 3))
+        or np.allclose(shown, expected, atol=5e-4)
+    )
+
+
+def test_recomputed_weights_are_causal_attention():
+    maps = recomputed()
+    n = maps.shape[-1]
+    assert maps.shape == (30, 9, n, n) and n > 10
+    np.testing.assert_allclose(maps.sum(axis=2), 1.0, atol=1e-5)  # columns sum to one
+    later = np.tril(np.ones((n, n), dtype=bool), k=-1)  # [n', n] with n' > n
+    assert np.all(maps[..., later] < 1e-6)  # no output reads a later input
+
+
+@pytest.mark.browser
+def test_figure_shows_the_models_attention(html_dir, book_server, driver, screenshot_dir):
+    maps = recomputed()
+    n_blocks, n_heads, n, _ = maps.shape
+    driver.get(book_server.url + PAGE)
+    root = wait_for_figure(driver, FIGURE)
+    checked = 0
+    for block in (0, 11, n_blocks - 1):
+        for head in (0, 4, n_heads - 1):
+            select(driver, FIGURE, layer=block, head=head)
+            for position in (3, n - 1):
+                point_at(driver, FIGURE, position)
+                shown = read_values(driver, FIGURE)
+                assert matches(shown, maps[block, head][:, position]), (block, head, position)
+                neighbour = maps[block, head][:, position - 1]
+                assert not matches(shown, neighbour), (block, head, position)
+                checked += 1
+    assert checked == 3 * 3 * 2
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
+    root.screenshot(str(screenshot_dir / "fig-ch15-explore.png"))
