@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 __all__ = [
     "figure_root",
+    "matches",
     "point_at",
     "read_labels",
     "read_values",
@@ -27,6 +30,18 @@ __all__ = [
 
 def _css(name: str) -> str:
     return f'div.ti-explore[data-explore-name="{name}"]'
+
+
+def matches(shown, expected) -> bool:
+    """Whether the numbers a figure shows are ``expected``, as the page prints them (3 decimals).
+
+    Either every number rounds to the same 3 decimals, or each is within 5e-4 (a value on the
+    edge of a rounding step may round either way after the page's quantisation).
+    """
+    return len(shown) == len(expected) and bool(
+        np.all(np.round(np.asarray(shown), 3) == np.round(np.asarray(expected), 3))
+        or np.allclose(shown, expected, atol=5e-4)
+    )
 
 
 def wait_for_figure(driver, figure_name: str, timeout: float = 20.0):

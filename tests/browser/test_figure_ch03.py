@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from explore_helpers import point_at, read_values, select, wait_for_figure
+from explore_helpers import matches, point_at, read_values, select, wait_for_figure
 
 PAGE = "book/03_multi_head_attention.html"
 FIGURE = "fig-ch03-explore"
@@ -47,13 +47,6 @@ def designed_attention() -> tuple[list[str], np.ndarray]:
     )
     labels = [f"{t}{n + 1}" for n, t in enumerate(tokens)]
     return labels, np.asarray(layer.attention_weights(x), dtype=np.float64)
-
-
-def matches(shown, expected) -> bool:
-    return len(shown) == len(expected) and bool(
-        np.all(np.round(np.asarray(shown), 3) == np.round(np.asarray(expected), 3))
-        or np.allclose(shown, expected, atol=5e-4)
-    )
 
 
 def test_recomputed_weights_are_attention():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from explore_helpers import point_at, read_values, select, set_temperature, wait_for_figure
+from explore_helpers import matches, point_at, read_values, select, set_temperature, wait_for_figure
 
 PAGE = "book/09_language_model.html"
 FIGURE = "fig-ch09-explore"
@@ -32,13 +32,6 @@ def recomputed() -> tuple[np.ndarray, np.ndarray]:
     vocabulary = Vocabulary(info.extra["symbols"])
     ids = jnp.asarray(vocabulary.encode(VERSE))
     return np.asarray(model.attention_maps(ids), np.float64), np.asarray(model(ids), np.float64)
-
-
-def matches(shown, expected) -> bool:
-    return len(shown) == len(expected) and bool(
-        np.all(np.round(np.asarray(shown), 3) == np.round(np.asarray(expected), 3))
-        or np.allclose(shown, expected, atol=5e-4)
-    )
 
 
 def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from explore_helpers import point_at, read_values, select, wait_for_figure
+from explore_helpers import matches, point_at, read_values, select, wait_for_figure
 
 PAGE = "book/10_encoder_decoder.html"
 FIGURE = "fig-ch10-explore"
@@ -34,13 +34,6 @@ def recomputed() -> np.ndarray:
     inputs = jnp.asarray(np.concatenate([[dates.START_ID], output[:-1]]), dtype=jnp.int32)
     weights = np.asarray(model.cross_attention_weights(source, inputs), np.float64)
     return weights[:, :, : len(TEXT), : dates.ISO_LENGTH]
-
-
-def matches(shown, expected) -> bool:
-    return len(shown) == len(expected) and bool(
-        np.all(np.round(np.asarray(shown), 3) == np.round(np.asarray(expected), 3))
-        or np.allclose(shown, expected, atol=5e-4)
-    )
 
 
 def test_recomputed_weights_are_cross_attention():

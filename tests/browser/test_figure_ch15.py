@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from explore_helpers import point_at, read_values, select, wait_for_figure
+from explore_helpers import matches, point_at, read_values, select, wait_for_figure
 
 PAGE = "book/15_pretrained_model.html"
 FIGURE = "fig-ch15-attention"
@@ -36,13 +36,6 @@ def recomputed() -> np.ndarray:
     with jax.default_matmul_precision("highest"):  # as the chapter computes them
         maps = eqx.filter_jit(model.attention_maps)(ids)
     return np.asarray(maps, np.float64)
-
-
-def matches(shown, expected) -> bool:
-    return len(shown) == len(expected) and bool(
-        np.all(np.round(np.asarray(shown), 3) == np.round(np.asarray(expected), 3))
-        or np.allclose(shown, expected, atol=5e-4)
-    )
 
 
 def test_recomputed_weights_are_causal_attention():
