@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 __all__ = [
+    "assert_shows_column",
     "figure_root",
     "matches",
     "point_at",
@@ -109,6 +110,18 @@ def read_values(driver, figure_name: str, which: str = "weights") -> list[float]
     for value, text in zip(values, shown):
         assert abs(value - text) <= 5.1e-4, (value, text)
     return values
+
+
+def assert_shows_column(driver, figure_name: str, n: int, expected, wrong) -> None:
+    """Point at output ``n``: the page must show the weights ``expected``, and not ``wrong``.
+
+    ``expected`` is the column of the selected head's ``A`` for output ``n``; ``wrong`` is the
+    negative control (another output's column, or another head's), which the page must not match.
+    """
+    point_at(driver, figure_name, n)
+    shown = read_values(driver, figure_name)
+    assert matches(shown, expected), (figure_name, n, shown, list(expected))
+    assert not matches(shown, wrong), (figure_name, n, "matches the negative control")
 
 
 def read_labels(driver, figure_name: str) -> list[str]:
