@@ -7,7 +7,9 @@ Prefill (the prompt in one pass) and decoding (one token per step, on the key-va
 timed apart, after a call that compiles (JAX) or warms up (torch). Each implementation runs at
 each thread setting in ``--threads``; the best is reported. Each setting runs in a fresh
 subprocess pinned to that many cores (``taskset``), since JAX fixes its thread pool when it
-starts. Each worker also reports its peak resident memory, after loading and in all.
+starts. Each worker also reports its peak resident memory, after loading and in all, and what it
+holds at the end, before and after handing the memory it has freed back to the operating system
+(glibc's ``malloc_trim``; not on other C libraries).
 
     python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2
 
@@ -28,6 +30,37 @@ import sys
 import time
 
 PROMPT = "Explain in a few sentences why the sky is blue."
+
+
+def resident_mib() -> dict:
+    """What the process holds now, in MiB, and after returning freed memory to the system.
+
+    The C library keeps memory that the program has freed (here, mostly the compiler's working
+    memory) for its next allocations; ``malloc_trim(0)`` hands it back, so the difference is
+    memory no longer in use that the peak still counts.
+    """
+    import ctypes
+    import gc
+
+    def now() -> float | None:
+        try:
+            with open("/proc/self/status") as status:
+                line = next(line for line in status if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            return None
+        return int(line.split()[1]) / 1024
+
+    held = now()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return {"resident_mib": held, "resident_trimmed_mib": None}
+    return {"resident_mib": held, "resident_trimmed_mib": now()}
+
+
+def _mib(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} MiB"
 
 
 def run_jax(num_tokens: int, repeats: int) -> dict:
@@ -67,6 +100,7 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
         "tokens": runs[0][2].tolist(),
         "peak_after_loading_mib": loaded_mib,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **resident_mib(),
     }
 
 
@@ -155,6 +189,7 @@ def run_torch(num_tokens: int, repeats: int, threads: int) -> dict:
         "tokens": runs[0][2],
         "peak_after_loading_mib": loaded_mib,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **resident_mib(),
     }
 
 
@@ -205,7 +240,8 @@ def main():
                 f"{r['prefill_s'] * 1e3:.0f} ms ({r['prefill_tokens_per_s']:.0f} tokens/s), "
                 f"decode {r['decode_tokens_per_s']:.1f} tokens/s, "
                 f"peak memory {r['peak_after_loading_mib']:.0f} MiB after loading, "
-                f"{r['peak_mib']:.0f} MiB in all",
+                f"{r['peak_mib']:.0f} MiB in all; at the end {_mib(r['resident_mib'])}, "
+                f"{_mib(r['resident_trimmed_mib'])} once freed memory is returned",
                 flush=True,
             )
     best = {
