@@ -35,9 +35,9 @@ PROMPT = "Explain in a few sentences why the sky is blue."
 def resident_mib() -> dict:
     """What the process holds now, in MiB, and after returning freed memory to the system.
 
-    The C library keeps memory that the program has freed (here, mostly the compiler's working
-    memory) for its next allocations; ``malloc_trim(0)`` hands it back, so the difference is
-    memory no longer in use that the peak still counts.
+    The C library keeps memory that the program has freed for its next allocations;
+    ``malloc_trim(0)`` hands it back, so the difference is memory no longer in use that the
+    peak still counts.
     """
     import ctypes
     import gc
