@@ -385,3 +385,32 @@ def test_generation_up_to_the_end_of_a_context_not_a_multiple_of_16(prompt_lengt
     assert new.tolist() == sequence[prompt_length:].tolist()
     with pytest.raises(ValueError, match="exceed the model's context of 40"):
         generate_ids(model, ids, num_tokens + 1)
+
+
+def test_generation_compiles_each_program_once_per_shape():
+    # generate_ids compiles decoding ahead of the prompt's pass (for its memory peak); a second
+    # prompt of the same padded length must reuse both programs, not compile them again.
+    from transformer_intro.pretrained.smollm2 import generate_ids, smollm2_config
+
+    config = smollm2_config(
+        vocab_size=50, dim=16, num_blocks=2, num_heads=2, num_kv_heads=1, mlp_hidden_dim=32
+    )
+    model = LanguageModel(config, key=jax.random.PRNGKey(0))
+    compilations = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compilations.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        first = generate_ids(model, [3, 1, 4, 1, 5], 6)
+        compiled_first = len(compilations)
+        second = generate_ids(model, [2, 7, 1, 8, 2, 8], 6)
+        compiled_second = len(compilations) - compiled_first
+        generate_ids(model, [2, 7, 1, 8, 2, 8], 7)  # another number of tokens: decode again
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiled_first >= 2 and compiled_second == 0
+    assert len(compilations) > compiled_first
+    assert first.shape == second.shape == (6,)

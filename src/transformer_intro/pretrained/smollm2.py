@@ -522,6 +522,29 @@ def decode(
     return tokens
 
 
+def compiled_decode(
+    model: LanguageModel,
+    prompt: Int[Array, " P"],
+    start: Int[Array, ""],
+    window: int,
+    key: PRNGKeyArray,
+    num_tokens: int,
+    temperature: Float[Array, ""],
+):
+    """:func:`decode` compiled for the logits and cache that :func:`prefill` will return.
+
+    Call it before :func:`prefill` runs: compiling a program over 30 blocks needs memory for a
+    while, and before the prompt's pass that memory comes on top of the model alone, not also
+    of the prompt's program and cache, which lowers the peak (``benchmarks/pretrained_speed.py``
+    prints it). Only shapes matter for compiling, so the logits and cache are stand-ins that
+    take no memory. The result is called with :func:`decode`'s arguments; JAX keeps it, so the
+    next prompt of the same shapes is not compiled again.
+    """
+    shapes = eqx.filter_eval_shape(prefill, model, prompt, start, window)
+    stand_ins = jax.tree.map(lambda s: np.broadcast_to(np.zeros((), s.dtype), s.shape), shapes)
+    return decode.lower(model, *stand_ins, start, key, num_tokens, temperature).compile()
+
+
 def padded_prompt(model: LanguageModel, ids: np.ndarray, num_tokens: int) -> tuple[np.ndarray, int]:
     """The prompt zero-padded for :func:`prefill`, and the cache length it needs.
 
@@ -562,11 +585,12 @@ def generate_ids(
     if temperature > 0 and key is None:
         raise ValueError("sampling at a temperature above 0 needs a PRNG key")
     prompt, window = padded_prompt(model, ids, num_tokens)
-    logits, cache = prefill(model, jnp.asarray(prompt), jnp.int32(ids.size), window)
+    prompt, start = jnp.asarray(prompt), jnp.int32(ids.size)
     key = jax.random.PRNGKey(0) if key is None else key
     temperature = jnp.float32(temperature)
-    tokens = decode(model, logits, cache, jnp.int32(ids.size), key, num_tokens, temperature)
-    return np.asarray(tokens)
+    decode_program = compiled_decode(model, prompt, start, window, key, num_tokens, temperature)
+    logits, cache = prefill(model, prompt, start, window)
+    return np.asarray(decode_program(model, logits, cache, start, key, num_tokens, temperature))
 
 
 def generate_text(
