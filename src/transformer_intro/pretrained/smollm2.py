@@ -533,12 +533,13 @@ def compiled_decode(
 ):
     """:func:`decode` compiled for the logits and cache that :func:`prefill` will return.
 
-    Call it before :func:`prefill` runs: compiling a program over 30 blocks needs memory for a
-    while, and before the prompt's pass that memory comes on top of the model alone, not also
-    of the prompt's program and cache, which lowers the peak (``benchmarks/pretrained_speed.py``
-    prints it). Only shapes matter for compiling, so the logits and cache are stand-ins that
-    take no memory. The result is called with :func:`decode`'s arguments; JAX keeps it, so the
-    next prompt of the same shapes is not compiled again.
+    Call it before :func:`prefill` runs: compiling a program over all the blocks (30 for
+    SmolLM2) needs memory for a while, and before the prompt's pass that memory comes on top of
+    the model alone, not of the model, the prompt's program and its cache, which lowers the
+    peak (``benchmarks/pretrained_speed.py`` prints it). Only shapes matter for compiling, so
+    the logits and cache are stand-ins that take no memory. The result is called with
+    :func:`decode`'s arguments; JAX keeps it, so the next prompt of the same shapes is not
+    compiled again.
     """
     shapes = eqx.filter_eval_shape(prefill, model, prompt, start, window)
     stand_ins = jax.tree.map(lambda s: np.broadcast_to(np.zeros((), s.dtype), s.shape), shapes)
