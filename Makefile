@@ -71,9 +71,9 @@ test: lint unit nbval browser
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
 # JAX with CUDA, Equinox, Optax and pytest-xdist, runs the unit tests, then every chapter's code
-# cells, each chapter in a fresh process (scripts/run_chapters.py), GPU_JOBS at a time, the
-# longest first (nbval's order). JAX is asked not to reserve most of the GPU's memory up front,
-# so that the processes can share it.
+# cells, each chapter in a fresh process (scripts/run_chapters.py), GPU_JOBS at a time. Both
+# take their files longest first, in the order of `make unit` and `make nbval`. JAX is asked not
+# to reserve most of the GPU's memory up front, so that the processes can share it.
 # Each test's result is printed as it finishes, so a run cut short still says what failed.
 # `make -j 2 check-gpu` runs the two halves at once.
 GPU_PYTHON ?= python3
@@ -81,7 +81,8 @@ GPU_JOBS   ?= 4
 check-gpu: check-gpu-unit check-gpu-chapters
 check-gpu-unit:
 	XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} \
-		$(GPU_PYTHON) -m pytest tests -v --tb=short -rfE -n $(GPU_JOBS) --dist loadfile
+		$(GPU_PYTHON) -m pytest $(UNIT_FILES) -v --tb=short -rfE -n $(GPU_JOBS) --dist loadfile \
+		--no-loadscope-reorder
 check-gpu-chapters:
 	$(GPU_PYTHON) scripts/run_chapters.py --jobs $(GPU_JOBS) $(NOTEBOOKS)
 
