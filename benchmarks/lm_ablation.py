@@ -3,9 +3,9 @@
 Chapter 9's task (Shakespeare, held-out plays, nats per character on the fixed evaluation windows
 of ``NextSymbolPrediction.evaluate``) and model, trained by ``fit`` once per variant: the chapter's
 model and recipe, each modern change alone (RMSNorm, SwiGLU, grouped-query attention, QK-norm,
-rotary base 100,000 with the half layout, Muon), all of them together, and the combination with
-a few more changes. Every run fills the same wall-clock budget of training, compilation included
-(evaluation is off the clock, as in ``fit``).
+rotary base 100,000 with the half layout, Muon), all of them together, the combination with a
+few more changes, and that with every block starting as the identity. Every run fills the same
+wall-clock budget of training, compilation included (evaluation is off the clock, as in ``fit``).
 
 How a run fills the budget (a time-based schedule): the cosine schedule must know its number of
 steps T, and how many steps fit the budget depends on the variant and, on a shared machine, on
@@ -90,6 +90,13 @@ VARIANTS = {
         MUON,
     ),
 }
+# The last recipe with every block starting as the identity (the last linear map of each branch
+# at zero) and the cosine decaying to zero: the same program per step, other initial values.
+VARIANTS["combined_identity"] = (
+    "the last, identity start, cosine to zero",
+    {**VARIANTS["combined_plus"][1], "zero_init_residual": True},
+    {**MUON, "final_learning_rate": 0.0},
+)
 
 
 def machine() -> dict:

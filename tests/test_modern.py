@@ -2,6 +2,8 @@
 QK-norm and the rotary layouts. Each is checked against an independent formula or library, or a
 property it must have, with a negative control that shows the check can fail."""
 
+import json
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -9,8 +11,9 @@ import numpy as np
 import pytest
 
 from transformer_intro.attention import MultiHeadAttention, causal_mask
+from transformer_intro.block import TransformerBlock
 from transformer_intro.mlp import MLP, GatedMLP
-from transformer_intro.models import LanguageModel
+from transformer_intro.models import LanguageModel, LMConfig
 from transformer_intro.normalisation import LayerNorm, RMSNorm
 from transformer_intro.positions import half_to_interleaved, rotate_pairs
 
@@ -265,6 +268,82 @@ def test_rotary_half_matches_transformers():
 
 
 # -- attention biases, and GPT-2 exactly ----------------------------------------------------------
+
+
+# -- Blocks that start as the identity ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"value_dim": K},
+        {"value_dim": K, "use_bias": True},
+        {"mlp_gated": True, "mlp_activation": jax.nn.silu, "mlp_bias": False},
+        {"mlp_gated": True, "mlp_activation": jax.nn.silu, "num_kv_heads": G, "qk_norm": True},
+    ],
+)
+def test_zero_init_residual_block_starts_as_the_identity(options):
+    x, mask = tokens(30), causal_mask(N)
+    block = TransformerBlock(
+        D, H, 4 * D, zero_init_residual=True, key=jax.random.PRNGKey(31), **options
+    )
+    np.testing.assert_array_equal(block(x, mask), x)
+    # Negative control: the same block without the option changes its input.
+    plain = TransformerBlock(D, H, 4 * D, key=jax.random.PRNGKey(31), **options)
+    assert jnp.abs(plain(x, mask) - x).max() > 0.1
+    # Only the last maps differ: the other parameters are the plain block's.
+    same = eqx.filter(block, eqx.is_array)
+    others = jax.tree_util.tree_leaves(same.attention_norm) + [same.attention.query_projections]
+    plain_others = jax.tree_util.tree_leaves(plain.attention_norm) + [
+        plain.attention.query_projections
+    ]
+    for a, b in zip(others, plain_others, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_zero_init_residual_gradients_reach_the_zero_maps_first():
+    """At the start only the zeroed maps get a gradient: the rest of a branch is cut off
+    behind a zero matrix until the first update moves it."""
+    x, mask = tokens(32), causal_mask(N)
+    block = TransformerBlock(
+        D, H, 4 * D, value_dim=K, zero_init_residual=True, key=jax.random.PRNGKey(33)
+    )
+    target = tokens(34)
+    grads = jax.grad(lambda b: jnp.sum((b(x, mask) - target) ** 2))(block)
+    assert jnp.abs(grads.attention.output_projections).max() > 1e-3
+    assert jnp.abs(grads.mlp.layers[-1].weight).max() > 1e-3
+    assert jnp.abs(grads.mlp.layers[-1].bias).max() > 1e-3
+    for cut_off in (
+        grads.attention.query_projections,
+        grads.attention.value_projections,
+        grads.mlp.layers[0].weight,
+    ):
+        np.testing.assert_array_equal(cut_off, 0.0)
+
+
+def test_language_model_with_identity_blocks_reads_out_the_embedding():
+    config = LMConfig(
+        vocab_size=11,
+        window=8,
+        dim=D,
+        num_heads=H,
+        num_blocks=3,
+        mlp_hidden_dim=2 * D,
+        norm="rms",
+        zero_init_residual=True,
+    )
+    model = LanguageModel(config, key=jax.random.PRNGKey(35))
+    symbols = jnp.array([1, 4, 2, 9, 0])
+    x = model.embed(symbols)
+    expected = jax.vmap(lambda t: model.unembedding(model.final_norm(t)))(x)
+    np.testing.assert_allclose(model(symbols), expected, rtol=1e-6, atol=1e-6)
+    assert LMConfig.from_json(config.to_json()) == config
+    # A configuration saved before the option existed loads without it.
+    old = {k: v for k, v in json.loads(config.to_json()).items() if k != "zero_init_residual"}
+    assert LMConfig.from_json(json.dumps(old)).zero_init_residual is False
+    plain = LanguageModel(config.replace(zero_init_residual=False), key=jax.random.PRNGKey(35))
+    assert jnp.abs(plain(symbols) - expected).max() > 1e-2
 
 
 def test_key_bias_cancels_and_value_bias_is_an_output_bias():

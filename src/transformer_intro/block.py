@@ -13,6 +13,7 @@ from typing import Literal
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .attention import MultiHeadSelfAttention
@@ -41,6 +42,13 @@ class TransformerBlock(eqx.Module):
     :class:`GatedMLP` (SwiGLU with ``mlp_activation=jax.nn.silu``) where the MLP is; the
     attention's options (grouped-query heads, QK-norm, rotary base and layout, biases) pass
     through ``attention_options``.
+
+    ``zero_init_residual=True`` starts the last linear map of each branch at zero (the
+    attention's output projections, or its value maps where it has none, and the MLP's last
+    matrix, with their biases), so that each branch outputs zero and, with
+    ``residual="input"``, the block starts as the identity. Gradients still reach those maps,
+    since their inputs are not zero; the other matrices of a branch get theirs from the first
+    update on (the zero-γ residual initialisation of Goyal et al. 2017, for a transformer).
     """
 
     attention_norm: LayerNorm | RMSNorm
@@ -64,6 +72,7 @@ class TransformerBlock(eqx.Module):
         norm: Norm = "layer",
         norm_eps: float = 1e-5,
         residual: Residual = "input",
+        zero_init_residual: bool = False,
         key: PRNGKeyArray,
         **attention_options,
     ):
@@ -83,6 +92,7 @@ class TransformerBlock(eqx.Module):
             norm: "layer" (LayerNorm) or "rms" (RMSNorm) before each branch.
             norm_eps: the normalisations' epsilon.
             residual: where the first residual starts, "input" (X) or "normalised" (X̄).
+            zero_init_residual: start each branch's last linear map (and its bias) at zero.
             key: a PRNG key.
             **attention_options: passed on to :class:`MultiHeadSelfAttention` (``scaled``,
                 ``rotary``, ``num_kv_heads``, ...).
@@ -116,6 +126,8 @@ class TransformerBlock(eqx.Module):
             self.mlp = MLP(
                 token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key
             )
+        if zero_init_residual:
+            self.attention, self.mlp = _zero_last_maps(self.attention, self.mlp)
         self.residual = residual
 
     def attention_residual(
@@ -189,3 +201,22 @@ class TransformerBlock(eqx.Module):
         attended, cache = self.attention.extend(x_bar, cache, start)
         y = (x if self.residual == "input" else x_bar) + attended
         return self.mlp_residual(y), cache
+
+
+def _zero_last_maps(
+    attention: MultiHeadSelfAttention, mlp: MLP | GatedMLP
+) -> tuple[MultiHeadSelfAttention, MLP | GatedMLP]:
+    """The attention and MLP with the maps that write their outputs (and biases) set to zero."""
+
+    def attention_outputs(a):
+        last = a.value_projections if a.output_projections is None else a.output_projections
+        return [x for x in (last, a.output_bias) if x is not None]
+
+    def mlp_outputs(m):
+        last = m.down if isinstance(m, GatedMLP) else m.layers[-1]
+        return [x for x in (last.weight, last.bias) if x is not None]
+
+    return (
+        eqx.tree_at(attention_outputs, attention, replace_fn=jnp.zeros_like),
+        eqx.tree_at(mlp_outputs, mlp, replace_fn=jnp.zeros_like),
+    )

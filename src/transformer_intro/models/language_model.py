@@ -97,6 +97,8 @@ class LMConfig:
         rotary_layout: "interleaved" pairs (2i, 2i+1), "half" pairs (i, i + K/2).
         attention_bias: a query bias per head and an output bias in the attention (GPT-2).
         tied_embeddings: the read-out is the token table transposed, without a bias.
+        zero_init_residual: every block starts as the identity, the last linear map of each
+            of its branches at zero (see :class:`TransformerBlock`).
     """
 
     vocab_size: int
@@ -118,6 +120,7 @@ class LMConfig:
     rotary_layout: Literal["interleaved", "half"] = "interleaved"
     attention_bias: bool = False
     tied_embeddings: bool = False
+    zero_init_residual: bool = False
 
     def __post_init__(self):
         if self.vocab_size < 1 or self.window < 1 or self.num_blocks < 1:
@@ -234,6 +237,7 @@ class LanguageModel(eqx.Module):
                 qk_norm=config.qk_norm,
                 qk_norm_eps=config.norm_eps,
                 use_bias=config.attention_bias,
+                zero_init_residual=config.zero_init_residual,
                 key=k,
             )
             for k in jax.random.split(block_key, config.num_blocks)
