@@ -3,7 +3,10 @@ same merges), the trainer against a brute-force recount, and the errors."""
 
 import json
 import os
+import random
 import re
+import subprocess
+import sys
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -16,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 
+import transformer_intro.bpe as bpe_module
 from transformer_intro.bpe import (
     GPT2_ENCODER_JSON_SHA256,
     GPT2_VOCAB_BPE_SHA256,
@@ -367,3 +371,187 @@ def test_a_vocabulary_may_lack_bytes_and_says_which():
         partial.encode("a\x04")
     with pytest.raises(ValueError, match="256 single bytes"):
         BytePairEncoding(singles)  # a tokeniser trained here has every byte
+
+
+# ------------------------------------------------------------------ streaming
+STREAM_TEXTS = HARD_CASES + [
+    "it's they'll we've I'm you'd she'S 'll've're 'd'm '' ''ll",
+    "word, word! word?  \t\n  end:--\n\n\nnext   words\r\n\r\n",
+    "a<|endoftext|>b <|endoftext|>  <|endoftext|>\n<|endoftext|><|endoftext|>",
+    "x <|endof text|> y <| endoftext|> <|endoftext|",
+    "numbers 12345 and 3.14, letters abcdefghijklmnop and émojis 🙂🙂 together",
+]
+
+
+@pytest.fixture
+def every_chunk(monkeypatch):
+    """Encode at every chunk instead of gathering blocks, so every chunk boundary is a cut."""
+    monkeypatch.setattr(bpe_module, "STREAM_BLOCK", 0)
+
+
+def split_at(text, cuts):
+    cuts = sorted(cuts)
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+
+
+def assert_streams_like_encode(bpe, chunks, specials="all"):
+    text = "".join(chunks)
+    try:
+        expected = bpe.encode(text, specials=specials)
+    except ValueError:
+        with pytest.raises(ValueError, match="unknown special"):
+            list(bpe.encode_iterable(chunks, specials=specials))
+        return
+    assert list(bpe.encode_iterable(chunks, specials=specials)) == expected, chunks
+
+
+def test_encode_iterable_equals_encode_wherever_one_cut_falls(gpt2, trained, every_chunk):
+    """Every cut position in texts with runs of spaces, contractions, punctuation after
+    letters and special tokens; and every character a chunk of its own."""
+    for bpe in (gpt2, trained[0]):
+        for text in STREAM_TEXTS:
+            for cut in range(len(text) + 1):
+                for specials in ("all", "none"):
+                    assert_streams_like_encode(bpe, split_at(text, [cut]), specials)
+            assert_streams_like_encode(bpe, list(text))
+
+
+def test_encode_iterable_named_cases(gpt2, every_chunk):
+    for chunks in (
+        ["hello   ", "  world"],  # inside a run of spaces
+        ["hello\n", "\n", "\nworld"],  # a run of newlines over three chunks
+        ["extraordi", "nary"],  # inside a word
+        ["word", "!?"],  # between a letter and punctuation
+        ["it'", "s"],  # a contraction cut after its apostrophe
+        ["they'l", "l"],
+        ["<|endof", "text|>"],  # a special token cut in two
+        ["a<|", "endoftext|", ">b"],
+        ["", "", "text", ""],
+    ):
+        assert_streams_like_encode(gpt2, chunks)
+    # Negative control: encoding each chunk on its own gets these wrong.
+    for chunks in (["hello ", "world"], ["extraordi", "nary"], ["it'", "s"]):
+        naive = [i for chunk in chunks for i in gpt2.encode(chunk)]
+        assert naive != gpt2.encode("".join(chunks)), chunks
+
+
+@FIXED_BUDGET
+@given(
+    text=st.lists(st.one_of(strings, st.just("<|endoftext|>")), max_size=4).map("".join),
+    data=st.data(),
+)
+def test_encode_iterable_random_chunkings(gpt2, trained, text, data):
+    bpe_module.STREAM_BLOCK, saved = 0, bpe_module.STREAM_BLOCK  # a cut at every chunk
+    try:
+        cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=12))
+        chunks = split_at(text, cuts)
+        for bpe in (gpt2, trained[0]):
+            assert_streams_like_encode(bpe, chunks)
+            assert_streams_like_encode(bpe, chunks, specials="none")
+    finally:
+        bpe_module.STREAM_BLOCK = saved
+
+
+def test_encode_iterable_with_smollm2s_pattern_and_specials(every_chunk):
+    """A tokeniser with SmolLM2's pre-splitting rule and special tokens of several shapes,
+    trained here, on chat-like text cut at seeded random places."""
+    from transformer_intro.pretrained.tokeniser import BYTE_LEVEL_PATTERN
+
+    specials = ("<|im_start|>", "<|im_end|>", "<jupyter_code>", "<empty_output>")
+    text = load_play("hamlet")[:PLAY_CHARS]
+    bpe = BytePairEncoding.train(
+        text, 256 + 200, pattern=BYTE_LEVEL_PATTERN, special_tokens=specials
+    )
+    chat = "".join(
+        f"<|im_start|>{role}\n{line}<|im_end|>\n<jupyter_code>x = 1  <empty_output>"
+        for role, line in zip(["user", "assistant"] * 20, text[:6000].splitlines())
+    )
+    rng = random.Random(0)
+    for _ in range(100):
+        cuts = rng.sample(range(len(chat) + 1), rng.randint(1, 60))
+        assert_streams_like_encode(bpe, split_at(chat, cuts))
+        assert_streams_like_encode(bpe, split_at(chat, cuts), specials={"<|im_end|>"})
+
+
+def test_encode_iterable_of_a_play_line_by_line(gpt2):
+    """With the default blocks: a whole play, read as lines."""
+    text = load_play("macbeth")
+    assert list(gpt2.encode_iterable(text.splitlines(keepends=True))) == gpt2.encode(text)
+    assert list(gpt2.encode_iterable([text])) == gpt2.encode(text)
+    assert list(gpt2.encode_iterable([])) == []
+
+
+def test_encode_iterable_errors(gpt2, every_chunk):
+    with pytest.raises(ValueError, match="str chunks"):
+        list(gpt2.encode_iterable(["text", b"bytes"]))
+    with pytest.raises(ValueError, match="unknown special token"):
+        list(gpt2.encode_iterable(["a misspelt <|endof", "txt|> marker"]))
+    with pytest.raises(ValueError, match="unknown special token"):
+        list(gpt2.encode_iterable(["text"], specials={"<|fim_prefix|>"}))
+
+
+# About 10 MB, not 200: encoding runs at about 0.7 MB/s here (2 shared cores), so 200 MB would
+# take some five minutes. 10 MB shows the bound as well: holding the text (40 MB as a Python str,
+# 4 bytes a character once an emoji is in it) or its ids (3.3 million ints, over 100 MB) could not
+# pass, and the peak grew by 0.1 MiB when measured.
+STREAM_FILE_REPEATS = 2_500
+STREAM_MEMORY_BOUND_MB = 4
+
+MEASURE_STREAM = """
+import sys
+from transformer_intro.tokenisers import BytePairEncoding
+
+def reset_peak():  # Linux: the peak resident size (VmHWM) restarts from the current one
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+
+def peak_growth_mib():
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return (int(status["VmHWM"].split()[0]) - start) / 1024  # kB
+
+def resident_kb():
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return int(status["VmRSS"].split()[0])
+
+bpe = BytePairEncoding.gpt2()
+reset_peak()
+start = resident_kb()
+with open(sys.argv[1], encoding="utf8") as file:
+    count = sum(1 for _ in bpe.encode_iterable(file))
+streaming = peak_growth_mib()
+reset_peak()
+start = resident_kb()
+with open(sys.argv[1], encoding="utf8") as file:
+    whole = file.read()  # negative control: holding the text is seen
+print(count, streaming, peak_growth_mib())
+"""
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/clear_refs"), reason="resets and reads Linux's peak memory"
+)
+def test_encode_iterable_holds_little_of_a_large_file(gpt2, tmp_path):
+    """A 10 MB file encoded line by line in a fresh process: the peak memory grows by less
+    than half the file's size, and the ids are counted, not kept."""
+    block = (
+        load_play("hamlet")[:4000]
+        + "\nit's  they'll\n\n  naïve café 日本語 🙂 1,000 <|endoftext|>\n\t\tx = f(y) ** 2\n"
+    )
+    assert gpt2.encode(block * 3) == gpt2.encode(block) * 3  # blocks encode independently
+    path = tmp_path / "large.txt"
+    with open(path, "w", encoding="utf8") as file:
+        for _ in range(STREAM_FILE_REPEATS):
+            file.write(block)
+    size_mb = path.stat().st_size / 2**20
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE_STREAM, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    count, extra_mb, holding_mb = int(out[0]), float(out[1]), float(out[2])
+    assert count == STREAM_FILE_REPEATS * len(gpt2.encode(block))
+    assert size_mb > 2 * STREAM_MEMORY_BOUND_MB
+    assert extra_mb < STREAM_MEMORY_BOUND_MB, f"{extra_mb:.1f} MiB for a {size_mb:.0f} MiB file"
+    assert holding_mb > size_mb, "the measure must see the whole text held in memory"
+    print(f"peak grew {extra_mb:.2f} MiB streaming, {holding_mb:.0f} MiB holding {size_mb:.1f} MiB")

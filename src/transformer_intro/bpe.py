@@ -17,7 +17,7 @@ import hashlib
 import heapq
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -48,6 +48,9 @@ GPT2_ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2
 
 # Anything shaped like a special token, to catch a misspelt one instead of encoding it as text.
 _SPECIAL_SHAPE = regex.compile(r"<\|[^\s<>|]{1,64}\|>")
+_SPECIAL_SHAPE_MAX = 68  # the longest string it matches
+# Characters that :meth:`BytePairEncoding.encode_iterable` gathers before encoding them.
+STREAM_BLOCK = 1 << 16
 
 FORMAT = "transformer_intro.BytePairEncoding"
 
@@ -369,24 +372,14 @@ class BytePairEncoding:
         """
         if isinstance(text, bytes):
             raise ValueError("encode takes a str; decode bytes to text first")
+        allowed = self._allowed_specials(specials)
         if specials == "all":
-            allowed = set(self.special_tokens)
             unknown = {m for m in _SPECIAL_SHAPE.findall(text) if m not in self.special_tokens}
             if unknown:
                 raise ValueError(
                     f"unknown special token(s) in the text: {', '.join(sorted(unknown))}; this"
                     f" tokeniser has {sorted(self.special_tokens) or 'no special tokens'}"
                     " (pass specials='none' to encode them as ordinary text)"
-                )
-        elif specials == "none":
-            allowed = set()
-        else:
-            allowed = set(specials)
-            unknown = allowed - set(self.special_tokens)
-            if unknown:
-                raise ValueError(
-                    f"unknown special token(s) {sorted(unknown)}; this tokeniser has"
-                    f" {sorted(self.special_tokens) or 'no special tokens'}"
                 )
         if not allowed:
             return self._encode_ordinary(text)
@@ -400,6 +393,118 @@ class BytePairEncoding:
             start = match.end()
         out.extend(self._encode_ordinary(text[start:]))
         return out
+
+    def _allowed_specials(self, specials: str | Iterable[str]) -> set[str]:
+        """The special tokens that ``specials`` (as in :meth:`encode`) lets through."""
+        if specials == "all":
+            return set(self.special_tokens)
+        if specials == "none":
+            return set()
+        allowed = set(specials)
+        unknown = allowed - set(self.special_tokens)
+        if unknown:
+            raise ValueError(
+                f"unknown special token(s) {sorted(unknown)}; this tokeniser has"
+                f" {sorted(self.special_tokens) or 'no special tokens'}"
+            )
+        return allowed
+
+    def encode_iterable(
+        self, chunks: Iterable[str], *, specials: str | Iterable[str] = "all"
+    ) -> Iterator[int]:
+        """The token ids of the text ``"".join(chunks)``, one at a time, without holding it all.
+
+        ``chunks`` may be any iterable of strings, such as an open text file (its lines). The ids
+        are exactly those of :meth:`encode` on the whole text, wherever the chunks are cut:
+        inside a word, a run of spaces, a contraction or a special token. The text is encoded
+        in blocks of about :data:`STREAM_BLOCK` characters, each ending where more text can no
+        longer change the ids before it; memory stays at a block and a chunk, unless a single
+        pre-split chunk (one word, one run of spaces) is itself larger.
+
+        This holds for GPT-2's pre-splitting pattern and patterns like it (SmolLM2's), which
+        decide a chunk from the characters up to just past its end and have no look-behind.
+
+        Args:
+            chunks: the text, in pieces.
+            specials: as for :meth:`encode`.
+
+        Raises:
+            ValueError: as for :meth:`encode`, when the text reaches the offending part (the
+                ids before it have been yielded by then).
+        """
+        allowed = self._allowed_specials(specials)
+        check_shapes = specials == "all"
+        pending: list[str] = []
+        size = threshold = 0
+        for chunk in chunks:
+            if isinstance(chunk, bytes):
+                raise ValueError("encode_iterable takes str chunks; decode bytes to text first")
+            pending.append(chunk)
+            size += len(chunk)
+            if size < max(threshold, STREAM_BLOCK):
+                continue
+            text = "".join(pending)
+            cut = self._final_prefix(text, allowed, check_shapes)
+            yield from self.encode(text[:cut], specials=specials)
+            pending, size = [text[cut:]], len(text) - cut
+            # When nothing could be cut (one huge word), wait for twice as much before trying
+            # again, so that the attempts cost time in proportion to the text, not its square.
+            threshold = 2 * size
+        yield from self.encode("".join(pending), specials=specials)
+
+    def _final_prefix(self, text: str, allowed: set[str], check_shapes: bool) -> int:
+        r"""The longest prefix of ``text`` whose ids no continuation of ``text`` can change.
+
+        :meth:`encode` cuts the text at special tokens, then each stretch between them into
+        pre-split chunks. ``text[:cut]`` keeps its ids if ``cut`` is not inside a special token
+        nor inside a string shaped like one (which ``encode`` checks), starts a pre-split chunk
+        that more text cannot change, and ends one that the end of the string does not change.
+        Deciding a special token at position p reads at most its length H from p, so positions
+        up to ``len(text) - H`` are decided. GPT-2's pattern decides a chunk by reading at most
+        two characters past its end, or three from its start (``'ll``); so all chunks but the
+        last two are final, and a cut at least three characters before a special token still
+        undecided sees the same characters as the whole text does. The end of the string
+        changes the chunks before a cut only near it (``"\n\n"`` at the end is one chunk, two
+        before a letter): :meth:`_ends_the_same` checks them. A cut at the end of a special
+        token is always final.
+        """
+        hold = max(map(len, self.special_tokens), default=0) if allowed else 0
+        if check_shapes:
+            hold = max(hold, _SPECIAL_SHAPE_MAX)
+        decided = len(text) - hold + 1  # special tokens starting before here are decided
+        limit = decided - 3 if hold else len(text)
+        spans, start = [], 0  # no cut inside a special token or a string shaped like one
+        if allowed:
+            for match in self._special_regex.finditer(text):
+                if match.start() >= decided:
+                    break
+                spans.append(match.span())
+                if match.group() in allowed:
+                    start = match.end()
+        if check_shapes:
+            spans += [match.span() for match in _SPECIAL_SHAPE.finditer(text)]
+        # Cutting at the second-to-last chunk holds back the last two, which more text may change.
+        chunks = [match.span() for match in self._regex.finditer(text, start)][:-2]
+        for n in range(len(chunks) - 1, -1, -1):
+            cut = chunks[n][1]
+            if (
+                cut <= limit
+                and not any(a < cut < b for a, b in spans)
+                and self._ends_the_same(text, chunks[: n + 1], start)
+            ):
+                return cut
+        return start
+
+    def _ends_the_same(self, text: str, chunks: list[tuple[int, int]], start: int) -> bool:
+        """Whether ``text`` cut after ``chunks`` (spans from ``start``) ends in the same chunks.
+
+        Only the chunks within three characters of the cut can see where the string ends.
+        """
+        cut = chunks[-1][1]
+        first = next((n for n in range(len(chunks) - 1, -1, -1) if chunks[n][0] <= cut - 3), 0)
+        since = chunks[first][0] if chunks else start
+        again = [match.span() for match in self._regex.finditer(text, since, cut)]
+        return again == chunks[first:]
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The bytes of a sequence of ids (special tokens as their UTF-8 text)."""

@@ -1,12 +1,12 @@
-"""Live code: `make serve`'s servers, the "Run live" button, and the token's safety.
+"""Live code in the browser: `make serve`'s servers and the "Run live" button.
 
 - The servers start as ``make serve`` starts them (scripts/serve.py), a chapter is loaded over
   http from 127.0.0.1 with the address ``make serve`` prints, live code is switched on, its first
   cells run on the kernel, and their outputs equal the ones stored in the notebook.
 - Without a server (another origin, or file://) the button says how to start one.
-- Security: the Jupyter server refuses requests without the token, with a wrong token, and from
-  another origin; it listens on 127.0.0.1 only; the token never reaches the address bar or any
-  file of the built book, and serving writes nothing there.
+- Security: the token never reaches the address bar or any file of the built book, and serving
+  writes nothing there. The server's own checks (token, origin, loopback only), which need no
+  browser, are in tests/test_serve.py and run in `make unit`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import importlib.util
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -71,53 +69,6 @@ def live(html_dir):
     with serve.LiveBook(html_dir, python=sys.executable) as servers:
         yield servers
     assert snapshot(html_dir) == before, "serving wrote into the built book"
-
-
-def status(url: str, token: str | None = None, origin: str | None = None) -> int:
-    headers = {}
-    if token is not None:
-        headers["Authorization"] = f"token {token}"
-    if origin is not None:
-        headers["Origin"] = origin
-    request = urllib.request.Request(url + "api/sessions", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
-@pytest.mark.browser
-def test_server_needs_the_token_and_the_book_origin(live):
-    assert live.jupyter_url.startswith("http://127.0.0.1:")
-    assert len(live.token) >= 40
-    assert status(live.jupyter_url, live.token) == 200
-    assert status(live.jupyter_url, live.token, origin=live.book_url.rstrip("/")) == 200
-    assert status(live.jupyter_url) == 403, "no token: must be refused"
-    assert status(live.jupyter_url, "wrong" + live.token[5:]) == 403, "wrong token: refused"
-    refused = status(live.jupyter_url, live.token, origin="http://evil.example")
-    assert refused in (403, 404), f"another origin got {refused}"
-
-
-@pytest.mark.browser
-def test_server_listens_on_loopback_only(live):
-    """The kernel's listening sockets, read from /proc/net/tcp{,6}: 127.0.0.1 only."""
-    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
-    if not tables[0].is_file():
-        pytest.skip("no /proc/net/tcp on this system")
-    ports = {int(url.rstrip("/").rsplit(":", 1)[1]) for url in (live.jupyter_url, live.book_url)}
-    found = {}
-    for table in tables:
-        if not table.is_file():
-            continue
-        for line in table.read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            address, port = local.split(":")
-            if state == "0A" and int(port, 16) in ports:  # 0A: LISTEN
-                found.setdefault(int(port, 16), set()).add(address)
-    assert set(found) == ports, f"listening sockets not found: {found}"
-    for port, addresses in found.items():
-        assert addresses == {"0100007F"}, f"port {port} listens on {addresses}, not 127.0.0.1"
 
 
 def wait_for(driver, script: str, timeout: float, *args):
@@ -205,12 +156,3 @@ def test_without_a_server_the_button_says_how(where, driver, book_server, html_d
     label = driver.execute_script("return document.querySelector('.ti-live-text').textContent")
     assert HOWTO in label and label.count(".") == 1, label
     assert not driver.execute_script("return typeof window.thebe !== 'undefined'")
-
-
-def test_served_address_carries_the_token_only_in_the_fragment():
-    serve = load_serve()
-    book = serve.LiveBook.__new__(serve.LiveBook)
-    book.book_url, book.jupyter_url, book.token = "http://127.0.0.1:1/", "http://127.0.0.1:2/", "T"
-    address = book.address("book/x.html")
-    before, _, fragment = address.partition("#")
-    assert "T" not in before and "token=T" in fragment

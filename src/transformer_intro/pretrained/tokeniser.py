@@ -63,12 +63,24 @@ class ChatTokeniser(BytePairEncoding):
     def apply_chat_template(
         self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True
     ) -> str:
-        """The prompt the model was fine-tuned on, from ``[{"role": ..., "content": ...}, ...]``."""
+        """The prompt the model was fine-tuned on, from ``[{"role": ..., "content": ...}, ...]``.
+
+        The template runs in Jinja's sandbox, as in transformers.
+
+        Raises:
+            ValueError: when the tokeniser has no chat template.
+            jinja2.exceptions.SecurityError: when the template reaches for Python's internals.
+        """
         if self.chat_template is None:
             raise ValueError("this tokeniser has no chat template")
-        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        template = jinja2.Environment().from_string(self.chat_template)
+        # The template comes from the model's file, which anyone may have written, and plain
+        # Jinja lets a template reach Python's internals (``''.__class__.__mro__``...). The
+        # sandbox refuses that with a SecurityError; the options are transformers' for the
+        # same templates, so that the prompt is the one the model was fine-tuned on.
+        environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        template = environment.from_string(self.chat_template)
         return template.render(messages=messages, add_generation_prompt=add_generation_prompt)
 
 
