@@ -74,7 +74,8 @@
 
   // ------------------------------------------------------------------------------------------
   function tokenWidget(root, d) {
-    var scale = d.scale, state = {layer: 0, head: 0, n: 0, T: 1.0};
+    // It opens on the last output: under a causal mask the first one can only attend to itself.
+    var scale = d.scale, state = {layer: 0, head: 0, n: d.outputs.length - 1, T: 1.0};
     var box = el("div", "ti-widget ti-token");
     var controls = el("div", "ti-controls");
     var ls = selector("layer", d.layers, "ti-layer"), hs = selector("head", d.heads, "ti-head");

@@ -201,7 +201,8 @@ def token_attention_figure(
 
     Pointing at (or clicking) output token ``n`` shows column ``n`` of the selected head's
     ``A``: the weight ``A[l, h, n', n]`` on every input token ``n'``, as coloured cells with
-    their numbers.
+    their numbers. The page opens on the last output token, which under a causal mask is the one
+    that sees every input.
 
     Args:
         inputs: the ``N_in`` input (key) tokens ``n'``, as strings.

@@ -84,3 +84,16 @@ def test_figure_shows_the_trained_model(html_dir, book_server, driver, screensho
         assert not matches(shown, wrong)
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
     root.screenshot(str(screenshot_dir / "fig-ch09-explore.png"))
+
+
+@pytest.mark.browser
+def test_figure_opens_on_the_last_character(html_dir, book_server, driver):
+    # The first character can only attend to itself (a weight of 1 on one cell): the figure opens
+    # on the last one, whose column spreads over the whole line.
+    maps, _ = recomputed()
+    n = maps.shape[-1]
+    driver.get(book_server.url + PAGE)
+    wait_for_figure(driver, FIGURE)
+    shown = read_values(driver, FIGURE)
+    assert matches(shown, maps[0, 0][:, n - 1])
+    assert not matches(shown, maps[0, 0][:, 0])  # the first character's column, a control
