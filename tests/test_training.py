@@ -79,7 +79,7 @@ def small_recipe(**changes) -> Recipe:
 
 
 def test_recipe_replace_json_and_checks():
-    recipe = SHAKESPEARE_RECIPE.replace(steps=10)
+    recipe = SHAKESPEARE_RECIPE.replace(steps=10, warmup_steps=2)  # a warm-up within the run
     assert recipe.steps == 10 and recipe.b2 == 0.99 and recipe.clip_norm == 1.0
     assert Recipe.from_json(recipe.to_json()) == recipe
     with pytest.raises(ValueError, match="decay must be 'all' or 'matrices'"):

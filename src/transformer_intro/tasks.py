@@ -170,17 +170,19 @@ class ImageClassification(eqx.Module):
             eval_batch_size: images per compiled evaluation call.
 
         Raises:
-            ValueError: if the training split is empty, or its images and labels differ in number.
+            ValueError: if a split is empty, or its images and labels differ in number, or
+                ``eval_batch_size`` is not positive.
         """
-        images, labels = train
-        if len(images) != len(labels) or len(images) == 0:
-            raise ValueError(f"{len(images)} images and {len(labels)} labels: need as many, > 0")
+        images, labels = _image_split("training", train)
         self.images, self.labels = jnp.asarray(images), jnp.asarray(labels, jnp.int32)
         if test is None:
             self.test_images = self.test_labels = None
         else:
-            self.test_images = jnp.asarray(test[0])
-            self.test_labels = jnp.asarray(test[1], jnp.int32)
+            test_images, test_labels = _image_split("test", test)
+            self.test_images = jnp.asarray(test_images)
+            self.test_labels = jnp.asarray(test_labels, jnp.int32)
+        if eval_batch_size < 1:
+            raise ValueError(f"eval_batch_size must be at least 1, got {eval_batch_size}")
         self.max_shift = max_shift
         self.eval_batch_size = eval_batch_size
 
@@ -226,6 +228,17 @@ class ImageClassification(eqx.Module):
                 for i in range(0, len(images), self.eval_batch_size)
             ]
         )
+
+
+def _image_split(name: str, split) -> tuple:
+    """``(images, labels)`` of one split, checked to pair every image with one label."""
+    images, labels = split
+    if len(images) != len(labels) or len(images) == 0:
+        raise ValueError(
+            f"the {name} split has {len(images)} images and {len(labels)} labels: give one "
+            "label per image, and at least one image"
+        )
+    return images, labels
 
 
 @eqx.filter_jit
@@ -390,9 +403,13 @@ class SequenceToSequence(eqx.Module):
                 ``start_id``.
             test: the same for the pairs ``evaluate`` measures, or None.
             start_id: the id that starts every decoder input (greedy decoding starts with it).
+
+        Raises:
+            ValueError: if a split is empty, its three arrays differ in rows, or its decoder
+                inputs and targets differ in shape.
         """
-        self.sources, self.target_inputs, self.targets = (jnp.asarray(a, jnp.int32) for a in train)
-        self.test = None if test is None else tuple(jnp.asarray(a, jnp.int32) for a in test)
+        self.sources, self.target_inputs, self.targets = _sequence_split("training", train)
+        self.test = None if test is None else _sequence_split("test", test)
         self.start_id = start_id
 
     def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
@@ -430,6 +447,23 @@ class SequenceToSequence(eqx.Module):
             raise ValueError("this task has no test pairs to evaluate on")
         exact, loss, accuracy = _sequence_figures(self, model)
         return {"exact_match": float(exact), "loss": float(loss), "accuracy": float(accuracy)}
+
+
+def _sequence_split(name: str, split) -> tuple[Array, Array, Array]:
+    """``(sources, target_inputs, targets)`` of one split as int32, checked to hold whole pairs."""
+    sources, target_inputs, targets = (jnp.asarray(a, jnp.int32) for a in split)
+    rows = [a.shape[0] if a.ndim else 0 for a in (sources, target_inputs, targets)]
+    if len(set(rows)) > 1 or rows[0] == 0:
+        raise ValueError(
+            f"the {name} split has {rows[0]} sources, {rows[1]} decoder inputs and {rows[2]} "
+            "targets: give one row of each per pair, and at least one pair"
+        )
+    if target_inputs.shape != targets.shape:
+        raise ValueError(
+            f"the {name} split's decoder inputs are {target_inputs.shape} but its targets "
+            f"{targets.shape}: the inputs are the targets shifted right, so the shapes must match"
+        )
+    return sources, target_inputs, targets
 
 
 @eqx.filter_jit

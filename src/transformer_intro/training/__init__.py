@@ -11,18 +11,27 @@ What differs between chapters (the data, the batch, the loss, the evaluation) is
 :mod:`transformer_intro.tasks`.
 """
 
-from .checkpoints import CheckpointInfo, load_checkpoint, save_checkpoint
+from .checkpoints import (
+    CheckpointError,
+    CheckpointInfo,
+    check_resumable,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .history import History
-from .loop import Every, batch_key, fit, run_steps
+from .loop import Every, NonFiniteLoss, batch_key, fit, run_steps
 from .recipe import Recipe, decay_mask
 from .step import gradients, train_step
 
 __all__ = [
+    "CheckpointError",
     "CheckpointInfo",
     "Every",
     "History",
+    "NonFiniteLoss",
     "Recipe",
     "batch_key",
+    "check_resumable",
     "decay_mask",
     "fit",
     "gradients",

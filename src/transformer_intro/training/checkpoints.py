@@ -4,6 +4,9 @@ The header names the model's class and holds its configuration, so :func:`load_c
 build a model of the right structure before reading the weights into it; it also holds the recipe,
 the history and the step of the run that wrote it, and anything else the caller wants kept beside
 the weights (``extra``: a tokeniser's vocabulary, a measured accuracy).
+
+A file that is not such a checkpoint, or that does not fit the run resuming from it, raises a
+:class:`CheckpointError` that says what is wrong and what to do.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +32,39 @@ from ..models import (
 from .history import History
 from .recipe import Recipe
 
-__all__ = ["CheckpointInfo", "FORMAT", "MODEL_CLASSES", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CheckpointError",
+    "CheckpointInfo",
+    "FORMAT",
+    "MODEL_CLASSES",
+    "check_resumable",
+    "load_checkpoint",
+    "save_checkpoint",
+]
 
 FORMAT = "transformer_intro checkpoint 2"
 
-# The models a checkpoint can rebuild, by class name: how to build one from its configuration.
+# The models a checkpoint can rebuild, by class name: their configuration class, and how to build
+# one from a configuration.
 MODEL_CLASSES = {
-    "VisionTransformer": lambda config, key: VisionTransformer(ViTConfig(**config), key=key),
-    "LanguageModel": lambda config, key: LanguageModel(LMConfig(**config), key=key),
-    "EncoderDecoder": lambda config, key: EncoderDecoder.from_config(
-        EncoderDecoderConfig(**config), key=key
-    ),
+    "VisionTransformer": (ViTConfig, VisionTransformer),
+    "LanguageModel": (LMConfig, LanguageModel),
+    "EncoderDecoder": (EncoderDecoderConfig, EncoderDecoder.from_config),
 }
+
+_HEADER_KEYS = (
+    "model_class",
+    "model_config",
+    "has_opt_state",
+    "recipe",
+    "history",
+    "step",
+    "extra",
+)
+
+
+class CheckpointError(ValueError):
+    """A file that is not a readable checkpoint, or one that does not fit the run resuming it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +94,8 @@ def save_checkpoint(
 ) -> Path:
     """Write ``model`` (and, when given, the optimiser state, recipe, history and step) to ``path``.
 
-    Written to a temporary file and renamed, so an interrupted save never leaves a half-written
-    checkpoint behind. ``extra`` must be JSON-serialisable.
+    Written to a temporary file beside ``path`` and renamed over it, so an interrupted or failed
+    save leaves the previous checkpoint as it was. ``extra`` must be JSON-serialisable.
     """
     name = type(model).__name__
     if name not in MODEL_CLASSES:
@@ -87,14 +112,41 @@ def save_checkpoint(
         "step": step,
         "extra": extra or {},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f):
         f.write((json.dumps(header) + "\n").encode())
         eqx.tree_serialise_leaves(f, model if opt_state is None else (model, opt_state))
-    os.replace(tmp, path)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, write)
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_atomically(path: Path, write) -> None:
+    """Call ``write(file)`` on a new temporary file beside ``path``, then rename it to ``path``.
+
+    The temporary file sits in the same folder so that ``os.replace`` is a rename within one file
+    system, which is atomic: ``path`` holds the old file or the whole new one, never a part. Its
+    name is unique, so two runs saving at once do not write into each other's file.
+    """
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 is for secrets, not weights
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes on disk before the rename makes them the checkpoint
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def load_checkpoint(
@@ -105,24 +157,147 @@ def load_checkpoint(
     The model is rebuilt from the header's class and configuration. The optimiser state, when the
     file has one, is restored into ``opt_state_like`` if given, else into a fresh state of the
     saved recipe's optimiser; ``info.opt_state`` is None when neither exists.
+
+    Raises:
+        FileNotFoundError: if there is no file at ``path``.
+        CheckpointError: if the file is not a checkpoint, was written by a newer version, or is
+            damaged or truncated.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    with open(path, "rb") as f:
-        header = json.loads(f.readline())
-        if header.get("format") != FORMAT:
-            raise ValueError(f"{path} is not a {FORMAT!r} file (its header: {sorted(header)})")
-        build = MODEL_CLASSES[header["model_class"]]
-        model = build(header["model_config"], jax.random.PRNGKey(0))  # weights overwritten below
-        recipe = None if header["recipe"] is None else Recipe(**header["recipe"])
+    with _open(path) as f:
+        header = _read_header(f, path)
+        config_class, build = MODEL_CLASSES[header["model_class"]]
+        config = _from_fields(config_class, header["model_config"], "model configuration", path)
+        model = build(config, key=jax.random.PRNGKey(0))  # weights overwritten below
+        recipe = _optional(Recipe, header["recipe"], "recipe", path)
+        history = _optional(History, header["history"], "history", path)
         if header["has_opt_state"] and opt_state_like is None and recipe is not None:
             opt_state_like = recipe.optimiser().init(eqx.filter(model, eqx.is_inexact_array))
         if header["has_opt_state"] and opt_state_like is not None:
-            model, opt_state = eqx.tree_deserialise_leaves(f, (model, opt_state_like))
+            like, what = (model, opt_state_like), "model and optimiser state"
+            model, opt_state = _read_arrays(f, path, like, what)
         else:
             # The model's arrays come first in the file; any optimiser state after them is skipped.
-            model, opt_state = eqx.tree_deserialise_leaves(f, model), None
-    history = None if header["history"] is None else History(**header["history"])
+            model, opt_state = _read_arrays(f, path, model, header["model_class"]), None
     info = CheckpointInfo(recipe, history, header["step"], header["extra"], opt_state, header)
     return model, info
+
+
+def check_resumable(path: str | os.PathLike, model: eqx.Module, recipe: Recipe) -> None:
+    """Check that ``fit`` can resume ``model`` under ``recipe`` from the checkpoint at ``path``.
+
+    Only the header is read: a checkpoint of another model class, configuration or recipe is
+    refused before any array is, with the fields that differ.
+
+    Raises:
+        FileNotFoundError: if there is no file at ``path``.
+        CheckpointError: if the file is not a checkpoint written by ``fit``, or was written for
+            another model class, model configuration or recipe.
+    """
+    path = Path(path)
+    with _open(path) as f:
+        header = _read_header(f, path)
+    name, saved_name = type(model).__name__, header["model_class"]
+    if saved_name != name:
+        raise CheckpointError(
+            f"{path} holds a {saved_name}, not a {name}: resume with the model it was trained "
+            "from, or start afresh with another checkpoint_path."
+        )
+    if header["recipe"] is None or not header["has_opt_state"] or header["step"] is None:
+        raise CheckpointError(
+            f"{path} lacks the recipe, optimiser state or step that a resume needs (fit did not "
+            "write it): start afresh with another checkpoint_path."
+        )
+    config_class, _ = MODEL_CLASSES[name]
+    saved = _from_fields(config_class, header["model_config"], "model configuration", path)
+    _require_same(path, "model configuration", saved, model.config)
+    _require_same(path, "recipe", _from_fields(Recipe, header["recipe"], "recipe", path), recipe)
+
+
+def _require_same(path: Path, what: str, saved, given) -> None:
+    """Raise naming each field of two dataclasses of one class that differs."""
+    changed = [
+        f"{f.name}: {getattr(saved, f.name)!r} there, {getattr(given, f.name)!r} here"
+        for f in dataclasses.fields(given)
+        if getattr(saved, f.name) != getattr(given, f.name)
+    ]
+    if changed:
+        raise CheckpointError(
+            f"{path} was trained with a different {what} ({'; '.join(changed)}): resume with the "
+            f"{what} it was trained with, or start afresh with another checkpoint_path."
+        )
+
+
+def _open(path: Path):
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    return open(path, "rb")
+
+
+def _read_header(f, path: Path) -> dict[str, Any]:
+    """The header line, checked: a JSON object of this format, every key, a known model class."""
+    try:
+        header = json.loads(f.readline())
+    except ValueError:  # not JSON, or not even text (UnicodeDecodeError is a ValueError)
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        found = (
+            "its first line is not a JSON object"
+            if not isinstance(header, dict)
+            else f"its header's format is {header.get('format')!r}"
+        )
+        raise CheckpointError(
+            f"{path} is not a {FORMAT!r} file ({found}): check the path, or write the model with "
+            "save_checkpoint."
+        )
+    missing = [key for key in _HEADER_KEYS if key not in header]
+    if missing:
+        raise CheckpointError(
+            f"{path}'s header lacks {', '.join(missing)}: the file is damaged; save the model "
+            "again."
+        )
+    if header["model_class"] not in MODEL_CLASSES:
+        raise CheckpointError(
+            f"{path} holds a {header['model_class']!r}, which this version cannot build (it can "
+            f"build {', '.join(sorted(MODEL_CLASSES))}): load it with the version that wrote it."
+        )
+    return header
+
+
+def _from_fields(cls, fields, what: str, path: Path):
+    """``cls(**fields)`` for a dataclass saved in the header, or a CheckpointError saying why."""
+    if not isinstance(fields, dict):
+        raise CheckpointError(
+            f"{path}'s {what} is a JSON {type(fields).__name__}, not an object: the file is "
+            "damaged; save the model again."
+        )
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise CheckpointError(
+            f"{path}'s {what} has fields this version does not know ({', '.join(unknown)}): it "
+            "was written by a newer transformer_intro; upgrade to load it."
+        )
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"{path}'s {what} is not valid in this version ({error}): load it with the version "
+            "that wrote it, and save it again."
+        ) from error
+
+
+def _optional(cls, fields, what: str, path: Path):
+    return None if fields is None else _from_fields(cls, fields, what, path)
+
+
+def _read_arrays(f, path: Path, like, what: str):
+    """The arrays that follow the header, into the structure of ``like`` (``what`` names it)."""
+    try:
+        return eqx.tree_deserialise_leaves(f, like)
+    except (RuntimeError, ValueError, EOFError) as error:
+        # Equinox reports a short file or an array of the wrong shape as a RuntimeError naming
+        # the leaf; what the reader needs is that the file does not hold what its header says.
+        raise CheckpointError(
+            f"{path} is truncated or damaged: its arrays do not fit the {what} its header "
+            "describes; save it again, or use an intact copy."
+        ) from error

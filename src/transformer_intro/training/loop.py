@@ -22,12 +22,16 @@ import numpy as np
 from tqdm import tqdm  # plain text bar: no widget JavaScript, the same in a terminal and a notebook
 
 from .. import parallel
-from .checkpoints import load_checkpoint, save_checkpoint
+from .checkpoints import check_resumable, load_checkpoint, save_checkpoint
 from .history import History
 from .recipe import Recipe
 from .step import train_step
 
-__all__ = ["Every", "batch_key", "fit", "run_steps"]
+__all__ = ["Every", "NonFiniteLoss", "batch_key", "fit", "run_steps"]
+
+
+class NonFiniteLoss(ValueError):
+    """Training stopped because the loss became NaN or infinite."""
 
 
 def batch_key(seed: int, step) -> jax.Array:
@@ -114,6 +118,12 @@ def fit(
             ``recipe.steps_per_call`` steps (wrap one in :class:`Every` for every k steps); a
             callback that returns True ends training there (the checkpoint is still written).
         progress: show a progress bar.
+
+    Raises:
+        NonFiniteLoss: when a step's loss is NaN or infinite; the checkpoint keeps the last state
+            saved before it.
+        CheckpointError: when resuming from a file written for another model class,
+            configuration or recipe (the message names the fields that differ).
     """
     if eval_every is not None and eval_every < 1:
         raise ValueError(f"eval_every must be a positive number of steps, got {eval_every}")
@@ -123,10 +133,13 @@ def fit(
     opt_state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
     history, step = History(), 0
     if resume and checkpoint_path is not None and Path(checkpoint_path).exists():
+        # Compared from the header before any array is read: a changed model or recipe would
+        # otherwise surface as a pytree error from deep inside the deserialisation.
+        check_resumable(checkpoint_path, model, recipe)
         model, info = load_checkpoint(checkpoint_path, opt_state_like=opt_state)
-        if info.recipe != recipe:
-            raise ValueError(f"{checkpoint_path} was trained with {info.recipe}, not {recipe}")
         opt_state, history, step = info.opt_state, info.history, info.step
+    saved_step = step if step else None  # the step the checkpoint on disk holds, for this run
+    last_finite = None  # (step, loss) of the last step whose loss was finite
     placement = None
     if mesh is not None:
         placement = parallel.Placement.create(
@@ -139,9 +152,11 @@ def fit(
     )
 
     def save():
+        nonlocal saved_step
         save_checkpoint(
             checkpoint_path, model, opt_state=opt_state, recipe=recipe, history=history, step=step
         )
+        saved_step = step
 
     seconds = history.seconds[-1] if history.seconds else 0.0
     bar = tqdm(
@@ -166,6 +181,15 @@ def fit(
             placement=placement,
         )
         losses, metrics = jax.device_get((losses, metrics))  # waits for the steps to finish
+        # The losses are on the host already, so checking them costs no extra device sync. A
+        # non-finite loss stops before anything is saved: the checkpoint keeps the last good state.
+        bad = np.flatnonzero(~np.isfinite(losses))
+        if bad.size:
+            bar.close()
+            raise _non_finite_loss(
+                losses, step, int(bad[0]), last_finite, checkpoint_path, saved_step
+            )
+        last_finite = (step + count, float(losses[-1]))
         seconds += time.perf_counter() - tic
         step += count
         history.step.append(step)
@@ -185,3 +209,23 @@ def fit(
     if checkpoint_path is not None:
         save()
     return model, history
+
+
+def _non_finite_loss(losses, step, bad, last_finite, checkpoint_path, saved_step) -> NonFiniteLoss:
+    """The error for ``losses[bad]``, the loss of step ``step + bad + 1``, not being finite."""
+    if bad > 0:
+        last_finite = (step + bad, float(losses[bad - 1]))
+    before = (
+        "no step of this fit call had a finite loss"
+        if last_finite is None
+        else f"the last finite loss was {last_finite[1]:.4g}, at step {last_finite[0]}"
+    )
+    kept = (
+        ""
+        if checkpoint_path is None or saved_step is None
+        else f" {checkpoint_path} still holds step {saved_step}."
+    )
+    return NonFiniteLoss(
+        f"training stopped: the loss became {float(losses[bad])} at step {step + bad + 1} "
+        f"({before}).{kept} Lower the learning rate, set clip_norm, or lengthen the warm-up."
+    )

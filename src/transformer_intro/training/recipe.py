@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from typing import Literal
 
 import jax
@@ -91,6 +93,20 @@ def optimiser_labels(params) -> object:
     )
 
 
+def _is_whole(value, low: int) -> bool:
+    # bool is an int to Python, but steps=True is a mistake, not a count.
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check(name: str, value, ok: bool, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"Recipe's {name} must be {allowed}, got {value!r}")
+
+
 # The fields that configure Muon; they do nothing unless ``matrix_optimiser="muon"``.
 _MUON_FIELDS = ("matrix_optimiser", "muon_learning_rate", "muon_momentum")
 
@@ -131,6 +147,10 @@ class Recipe:
             scaled by ``muon_learning_rate / learning_rate``. Muon's update has singular values
             near one, so its learning rate is on another scale than Adam's.
         muon_momentum: Muon's momentum decay rate (Nesterov momentum, as Jordan et al.).
+
+    Raises:
+        ValueError: if a field is outside its range (the message names the field, its value and
+            the range), e.g. ``warmup_steps > steps`` or ``b2 >= 1``.
     """
 
     steps: int
@@ -153,10 +173,51 @@ class Recipe:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "steps_per_call", "micro_batches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must not be negative, got {self.warmup_steps}")
+            _check(
+                name, getattr(self, name), _is_whole(getattr(self, name), 1), "a whole number >= 1"
+            )
+        _check("seed", self.seed, _is_whole(self.seed, 0), "a whole number >= 0")
+        _check(
+            "warmup_steps",
+            self.warmup_steps,
+            _is_whole(self.warmup_steps, 0) and self.warmup_steps <= self.steps,
+            f"a whole number in [0, steps={self.steps}]",
+        )
+        _check(
+            "learning_rate",
+            self.learning_rate,
+            _is_real(self.learning_rate) and self.learning_rate > 0,
+            "positive (a finite number > 0)",
+        )
+        _check(
+            "final_learning_rate",
+            self.final_learning_rate,
+            _is_real(self.final_learning_rate)
+            and 0 <= self.final_learning_rate <= self.learning_rate,
+            f"in [0, learning_rate={self.learning_rate}]",
+        )
+        _check(
+            "weight_decay",
+            self.weight_decay,
+            _is_real(self.weight_decay) and self.weight_decay >= 0,
+            "a finite number >= 0",
+        )
+        for name in ("b1", "b2", "muon_momentum"):
+            value = getattr(self, name)
+            _check(name, value, _is_real(value) and 0 <= value < 1, "in [0, 1)")
+        if self.clip_norm is not None:
+            _check(
+                "clip_norm",
+                self.clip_norm,
+                _is_real(self.clip_norm) and self.clip_norm > 0,
+                "positive or None (no clipping)",
+            )
+        _check(
+            "muon_learning_rate",
+            self.muon_learning_rate,
+            _is_real(self.muon_learning_rate) and self.muon_learning_rate > 0,
+            "positive (a finite number > 0)",
+        )
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}")
         if self.decay not in ("all", "matrices"):
@@ -165,16 +226,10 @@ class Recipe:
             raise ValueError(
                 f"micro_batches={self.micro_batches} does not divide batch_size={self.batch_size}"
             )
-        if self.clip_norm is not None and self.clip_norm <= 0:
-            raise ValueError(f"clip_norm must be positive or None, got {self.clip_norm}")
         if self.matrix_optimiser not in ("adamw", "muon"):
             raise ValueError(
                 f"matrix_optimiser must be 'adamw' or 'muon', got {self.matrix_optimiser!r}"
             )
-        if self.muon_learning_rate <= 0:
-            raise ValueError(f"muon_learning_rate must be positive, got {self.muon_learning_rate}")
-        if not 0 <= self.muon_momentum < 1:
-            raise ValueError(f"muon_momentum must be in [0, 1), got {self.muon_momentum}")
 
     def __repr__(self) -> str:
         # Muon's settings act only when it is chosen: an AdamW recipe prints without them.
