@@ -11,7 +11,11 @@ For every chapter (``book/*.ipynb``) and every Markdown page (``book/*.md``):
   short allow-list keeps legitimate uses (a language model's "targets" never match; the
   allow-list covers phrases such as "the target set of symbols");
 - every line of a notebook's code cells must be at most 88 characters long, so that it is not
-  cut off in the HTML book.
+  cut off in the HTML book;
+- every repository file the prose cites (``benchmarks/...``, ``book/...``, ``scripts/...``,
+  ``src/...``, ``tests/...``), in a chapter, an appendix or the README, is tracked by git, so
+  that a reader who follows the citation finds the file (``benchmarks/results/`` is git-ignored:
+  a result file there is in the repository only once it has been added by force).
 
 The ``test_detector_*`` tests show that both checks can fail, on synthetic pages.
 """
@@ -19,6 +23,7 @@ The ``test_detector_*`` tests show that both checks can fail, on synthetic pages
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -136,6 +141,39 @@ def problems_in_page(path: Path) -> list[str]:
     return [f"text: {hit}" for hit in project_words(path.read_text(encoding="utf8"))]
 
 
+# A repository path as prose cites it: a top-level folder of the repository, then a file or a
+# folder. Not part of a longer path or a URL (no word character, dot, slash or hyphen before it);
+# a leading ``../`` (a chapter's path relative to book/) is dropped.
+_REPO_PATH = re.compile(
+    r"(?<![\w./-])(?:\.\./)?((?:benchmarks|book|scripts|src|tests)/[\w./-]*\w/?)"
+)
+
+
+def cited_paths(text: str) -> list[str]:
+    """Repository paths cited in ``text`` (Markdown, code spans included); globs are skipped."""
+    return [m.group(1) for m in _REPO_PATH.finditer(text) if "*" not in m.group(1)]
+
+
+def untracked_citations(text: str, tracked: set[str]) -> list[str]:
+    """Cited paths that are neither a tracked file nor a folder holding a tracked file."""
+    folders = {"/".join(f.split("/")[:i]) for f in tracked for i in range(1, f.count("/") + 1)}
+    return [p for p in cited_paths(text) if p.rstrip("/") not in tracked | folders]
+
+
+def tracked_files() -> set[str]:
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    return set(out.splitlines())
+
+
+def text_of_page(path: Path) -> str:
+    """The prose of a page: a notebook's Markdown cells and figure captions, or a page's text."""
+    if path.suffix == ".ipynb":
+        return "\n".join(text for _, text in prose_of_notebook(nbformat.read(path, as_version=4)))
+    return path.read_text(encoding="utf8")
+
+
 NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
 PAGES = sorted(BOOK.glob("*.ipynb")) + sorted(BOOK.glob("*.md"))
 
@@ -146,6 +184,16 @@ def test_no_project_words(path):
     assert not problems, f"{path.name} speaks of the project, not to the reader:\n" + "\n".join(
         problems
     )
+
+
+@pytest.mark.parametrize("path", PAGES + [REPO / "README.md"], ids=lambda p: p.name)
+def test_cited_files_are_in_the_repository(path):
+    try:
+        tracked = tracked_files()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    missing = untracked_citations(text_of_page(path), tracked)
+    assert not missing, f"{path.name} cites files that git does not track:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -205,3 +253,15 @@ def test_detector_catches_long_code_lines():
     nb = _synthetic_notebook("Plain prose.", code="y = 1\n" + "x = " + "1 + " * 30 + "1")
     assert long_code_lines(nb) == ["cell 1, line 2: 125 characters"]
     assert long_code_lines(_synthetic_notebook("Plain prose.")) == []
+
+
+def test_detector_catches_a_cited_file_that_is_not_tracked():
+    tracked = {"benchmarks/lm_ablation.py", "benchmarks/results/lm_ablation.json", "book/intro.md"}
+    text = (
+        "Written by `benchmarks/lm_ablation.py` to `benchmarks/results/lm_ablation.json`; "
+        "an older run is in `benchmarks/results/lm_ablation_2026-11-27.json`, the scripts in "
+        "benchmarks/ and the chapter read `../benchmarks/results/lm_ablation.json`. "
+        "See https://example.org/src/not_here.py and `book/*.ipynb`."
+    )
+    assert untracked_citations(text, tracked) == ["benchmarks/results/lm_ablation_2026-11-27.json"]
+    assert untracked_citations("See scripts/serve.py.", tracked) == ["scripts/serve.py"]
