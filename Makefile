@@ -36,9 +36,9 @@ XDIST      := -n 2 --dist loadfile --no-loadscope-reorder
 UNIT_FIRST := tests/test_parallel.py tests/test_pretrained.py tests/test_modern.py \
 	tests/test_language_model.py tests/test_vit_and_training.py tests/test_training.py
 UNIT_FILES := $(UNIT_FIRST) $(filter-out $(UNIT_FIRST),$(wildcard tests/test_*.py tests/*/test_*.py))
-NB_FIRST   := book/14_modern_transformer.ipynb book/09_language_model.ipynb \
-	book/08_vision_transformer.ipynb book/10_encoder_decoder.ipynb \
-	book/12_parallel_training.ipynb book/13_subword_tokens.ipynb
+NB_FIRST   := book/08_vision_transformer.ipynb book/09_language_model.ipynb \
+	book/13_subword_tokens.ipynb book/10_encoder_decoder.ipynb \
+	book/14_modern_transformer.ipynb book/12_parallel_training.ipynb book/11_relations.ipynb
 NOTEBOOKS  := $(NB_FIRST) $(filter-out $(NB_FIRST),$(wildcard book/*.ipynb))
 
 # Several tests and notebooks compile the same programs: a compilation cache on disk, shared by
@@ -48,7 +48,7 @@ NOTEBOOKS  := $(NB_FIRST) $(filter-out $(NB_FIRST),$(wildcard book/*.ipynb))
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax-cache
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest $(UNIT_FILES) -q $(XDIST)
+	$(BIN)/python -m pytest $(UNIT_FILES) -q $(XDIST) --durations=15
 
 # Each notebook runs in a copy of its own (.nbval-run/<chapter>/book/, with a copy of the committed
 # checkpoints and links to benchmarks/ and scripts/): a chapter that re-trains and re-saves a
@@ -72,7 +72,8 @@ nbval: $(STAMP)
 		ln -s $(CURDIR)/benchmarks $(CURDIR)/scripts $$copy/; \
 	done
 	XLA_FLAGS="$(NBVAL_XLA_FLAGS) $$XLA_FLAGS" $(BIN)/python -m pytest --nbval $(NBVAL_COPIES) \
-		--nbval-sanitize-with book/sanitize.cfg --nbval-cell-timeout=2400 -q $(XDIST); \
+		--nbval-sanitize-with book/sanitize.cfg --nbval-cell-timeout=2400 -q $(XDIST) \
+		--durations=15; \
 		status=$$?; rm -rf $(NBVAL_RUN); exit $$status
 
 nbval-other-paths:
