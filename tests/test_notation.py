@@ -41,14 +41,14 @@ BOOK = REPO / "book"
 
 CHECKS: dict[str, re.Pattern[str]] = {
     "attention_entry": re.compile(
-        r"A'?_\{\s*h\s*,\s*n"          # A_{h,n',n}, A'_{h,n',n}, A_{h,n-1,n}
-        r"|A'?_h\s*\[\s*n"             # A_h[n', n], A'_h[n', n] in the maths
+        r"A'?_\{\s*h\s*,\s*n"  # A_{h,n',n}, A'_{h,n',n}, A_{h,n-1,n}
+        r"|A'?_h\s*\[\s*n"  # A_h[n', n], A'_h[n', n] in the maths
         r"|A'?_h\s*\\left\[\s*n"
     ),
     "mlp_width": re.compile(r"\bD_h\b|D_\{h\}|D_\{\\mathrm\{h\}\}"),
     "permutation": re.compile(
-        r"\b[XY]\s?P\b(?!\w)"          # XP, X P, Y P
-        r"|P\^\\top"                   # P^\top
+        r"\b[XY]\s?P\b(?!\w)"  # XP, X P, Y P
+        r"|P\^\\top"  # P^\top
         r"|permutation matrix\s*\$P\b"
     ),
     "the_text": re.compile(
@@ -120,9 +120,7 @@ def drifts(prose: str, check: str) -> list[str]:
     return found
 
 
-PAGES = sorted(p.name for p in BOOK.glob("*.ipynb")) + sorted(
-    p.name for p in BOOK.glob("*.md")
-)
+PAGES = sorted(p.name for p in BOOK.glob("*.ipynb")) + sorted(p.name for p in BOOK.glob("*.md"))
 
 
 def _cases():
@@ -140,8 +138,7 @@ def _cases():
 def test_notation(page: str, check: str) -> None:
     found = drifts(page_prose(BOOK / page), check)
     assert not found, (
-        f"{page}: notation drifts from the preface's table ({check}):\n  "
-        + "\n  ".join(found)
+        f"{page}: notation drifts from the preface's table ({check}):\n  " + "\n  ".join(found)
     )
 
 
@@ -153,8 +150,16 @@ def test_pending_pages_exist() -> None:
 def test_preface_table_names_the_symbols() -> None:
     """The table itself has a row for every symbol the checks defend."""
     table = (BOOK / "intro.md").read_text(encoding="utf-8")
-    for row in (r"| $F$ |", r"| $\Pi$ |", r"| $\mathcal{L}$ |", r"| $t$, $T$ |",
-                r"| $\rho$ |", r"| $\theta$ |", r"| $[A_h]_{n',n}$ |", r"| $M$, $m$ |"):
+    for row in (
+        r"| $F$ |",
+        r"| $\Pi$ |",
+        r"| $\mathcal{L}$ |",
+        r"| $t$, $T$ |",
+        r"| $\rho$ |",
+        r"| $\theta$ |",
+        r"| $[A_h]_{n',n}$ |",
+        r"| $M$, $m$ |",
+    ):
         assert row in table, row
     assert "Turner's note" in table and "make serve" in table
 
