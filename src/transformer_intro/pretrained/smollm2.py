@@ -313,9 +313,10 @@ def _dequantise(tensor, mapping: mmap.mmap | None = None) -> np.ndarray:
     if mapping is not None and hasattr(mapping, "madvise"):
         # The file's pages read for this tensor would otherwise count in the process's memory
         # until the whole file is unmapped (94 MiB at the end of loading); dropping them keeps
-        # the loading peak near what the model itself holds. They stay in the page cache.
-        start = tensor.data_offset // mmap.PAGESIZE * mmap.PAGESIZE
-        mapping.madvise(mmap.MADV_DONTNEED, start, tensor.data_offset + tensor.n_bytes - start)
+        # the loading peak near what the model itself holds. They stay in the page cache. From
+        # the file's start: the kernel maps cached neighbours of a page it faults in
+        # (fault-around), earlier tensors' pages among them.
+        mapping.madvise(mmap.MADV_DONTNEED, 0, tensor.data_offset + tensor.n_bytes)
     return values
 
 
