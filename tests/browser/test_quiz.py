@@ -1,0 +1,299 @@
+"""The self-check questions work in a browser, offline, from file://, at 1280 px and at 400 px.
+
+Build-independent: each test writes a small HTML page into a temporary folder that loads
+_interactive/quiz.css, quizzes.js and quiz.js straight from the repository by file:// URLs and
+holds one placeholder ``<div class="book-quiz" data-quiz="...">`` per chapter. Requests that
+leave file:// are blocked (Network.setBlockedURLs) and, as in test_offline.py, every request
+Chromium sends is read back from its performance log and must be local.
+
+``test_every_option_explains_itself`` presses every option of every multiple-choice question
+(mouse clicks, and the keyboard for the first option of each question) and checks that the
+feedback shown is that option's own explanation, that the option is marked right or wrong as
+the data say, and that the feedback sits in an aria-live region; for every numeric question it
+types the right answer, an answer within the tolerance, every listed common mistake, a wrong
+number and text that is no number. The layout test checks that nothing in the quiz runs past
+its box at either width, with every explanation open. Run with
+``.venv/bin/python -m pytest tests/browser -q -p no:randomly --run-browser -m browser -k quiz``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from test_layout import set_width
+from test_offline import LOCAL_SCHEMES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_quizzes import INTERACTIVE, MIN_QUESTIONS, chapters, load_quizzes, plain  # noqa: E402
+
+QUIZZES = load_quizzes()
+
+
+def quiz_page(tmp_path: Path, keys: list[str], scripts: bool = True) -> str:
+    """Write a page with one placeholder per key and return its file:// URL."""
+    head = f'<link rel="stylesheet" href="{(INTERACTIVE / "quiz.css").as_uri()}">'
+    if scripts:
+        for name in ("quizzes.js", "quiz.js"):
+            head += f'<script src="{(INTERACTIVE / name).as_uri()}"></script>'
+    body = "".join(
+        f'<h2>{html.escape(k)}</h2><div class="book-quiz" data-quiz="{html.escape(k)}"></div>'
+        for k in keys
+    )
+    page = tmp_path / ("quiz.html" if scripts else "quiz-static.html")
+    page.write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"{head}</head><body><main style='max-width: 48rem; margin: 0 auto; padding: 0 0.5rem'>"
+        f"{body}</main></body></html>",
+        encoding="utf8",
+    )
+    return page.as_uri()
+
+
+def load(driver, url: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]})
+    driver.get_log("browser")
+    driver.get_log("performance")
+    driver.get(url)
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+
+
+def requests_and_errors(driver) -> tuple[list[str], list[str]]:
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    errors = [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    return urls, errors
+
+
+READ_FEEDBACK = """
+const item = document.querySelector(
+  `div.book-quiz[data-quiz="${arguments[0]}"] li.bq-question[data-index="${arguments[1]}"]`);
+const box = item.querySelector('.bq-feedback');
+const expl = box.querySelector('.bq-explanation');
+const buttons = [...item.querySelectorAll('button.bq-option')];
+return {
+  option: box.getAttribute('data-option'),
+  verdictAttr: box.getAttribute('data-verdict'),
+  verdict: (box.querySelector('.bq-verdict') || {}).textContent || '',
+  explanation: expl ? expl.textContent : box.textContent,
+  live: box.getAttribute('aria-live'),
+  visible: box.offsetParent !== null,
+  states: buttons.map(b => b.getAttribute('data-state')),
+  pressed: buttons.map(b => b.getAttribute('aria-pressed')),
+  reveal: !!item.querySelector('button.bq-reveal') &&
+          !item.querySelector('button.bq-reveal').hidden,
+};
+"""
+
+
+def question_element(driver, chapter: str, index: int):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(
+        By.CSS_SELECTOR,
+        f'div.book-quiz[data-quiz="{chapter}"] li.bq-question[data-index="{index}"]',
+    )
+
+
+def check_choice(driver, chapter: str, index: int, q: dict) -> list[str]:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    problems = []
+    where = f"{chapter} question {index + 1}"
+    item = question_element(driver, chapter, index)
+    buttons = item.find_elements(By.CSS_SELECTOR, "button.bq-option")
+    if len(buttons) != len(q["options"]):
+        return [f"{where}: {len(buttons)} buttons for {len(q['options'])} options"]
+    shown = []
+    for j, (button, option) in enumerate(zip(buttons, q["options"], strict=True)):
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+        if j == 0:  # the keyboard: focus the option and press Enter
+            driver.execute_script("arguments[0].focus()", button)
+            button.send_keys(Keys.ENTER)
+        else:
+            button.click()
+        got = driver.execute_script(READ_FEEDBACK, chapter, index)
+        right = option["correct"]
+        if got["option"] != str(j):
+            problems.append(f"{where} option {j + 1}: feedback is for option {got['option']}")
+        if got["explanation"].strip() != plain(option["explanation"]).strip():
+            problems.append(f"{where} option {j + 1}: shows {got['explanation'][:60]!r}")
+        if got["states"][j] != ("right" if right else "wrong"):
+            problems.append(f"{where} option {j + 1}: marked {got['states'][j]!r}")
+        if got["verdict"] != ("Right." if right else "Not quite."):
+            problems.append(f"{where} option {j + 1}: verdict {got['verdict']!r}")
+        if got["pressed"].count("true") != 1 or got["pressed"][j] != "true":
+            problems.append(f"{where} option {j + 1}: aria-pressed {got['pressed']}")
+        if got["live"] != "polite" or not got["visible"]:
+            problems.append(f"{where}: feedback not visible in an aria-live region")
+        if not right and not got["explanation"].strip():
+            problems.append(f"{where} option {j + 1}: empty explanation")
+        shown.append(got["explanation"].strip())
+    if len(set(shown)) != len(shown):
+        problems.append(f"{where}: two options showed the same explanation")
+    return problems
+
+
+def _typed(value: float) -> str:
+    return f"{value:.10g}"
+
+
+def check_numeric(driver, chapter: str, index: int, q: dict) -> list[str]:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    where = f"{chapter} question {index + 1}"
+    item = question_element(driver, chapter, index)
+    field = item.find_element(By.CSS_SELECTOR, "input.bq-input")
+    check = item.find_element(By.CSS_SELECTOR, "button.bq-check")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", field)
+    answer, tolerance = q["answer"], q.get("tolerance", 0)
+    values = [q["mistakes"][k]["value"] for k in range(len(q["mistakes"]))]
+    wrong = answer + 1000 * (1 + tolerance + max([abs(v) for v in values] + [abs(answer)]))
+    problems = []
+
+    def attempt(text: str, press_enter: bool) -> dict:
+        field.clear()
+        field.send_keys(text)
+        if press_enter:
+            field.send_keys(Keys.ENTER)
+        else:
+            check.click()
+        return driver.execute_script(READ_FEEDBACK, chapter, index)
+
+    cases = [("not a number", "invalid", None, True), (_typed(wrong), "wrong", q["hint"], False)]
+    cases += [(_typed(m["value"]), "mistake", m["explanation"], True) for m in q["mistakes"]]
+    if tolerance:
+        cases.append((_typed(answer + 0.9 * tolerance), "right", q["explanation"], False))
+    cases.append((_typed(answer), "right", q["explanation"], True))
+    for text, verdict, explanation, enter in cases:
+        got = attempt(text, enter)
+        if got["verdictAttr"] != verdict:
+            problems.append(f"{where}: typed {text!r}, verdict {got['verdictAttr']!r}")
+            continue
+        if explanation is not None and got["explanation"].strip() != plain(explanation).strip():
+            problems.append(f"{where}: typed {text!r}, shows {got['explanation'][:60]!r}")
+        if verdict in ("wrong", "mistake") and not got["reveal"]:
+            problems.append(f"{where}: no 'Show the answer' button after a wrong answer")
+        if got["live"] != "polite":
+            problems.append(f"{where}: feedback not in an aria-live region")
+    # a wrong answer, then "Show the answer"
+    attempt(_typed(wrong), False)
+    item.find_element(By.CSS_SELECTOR, "button.bq-reveal").click()
+    got = driver.execute_script(READ_FEEDBACK, chapter, index)
+    if got["verdictAttr"] != "shown" or plain(q["explanation"]).strip() != got["explanation"]:
+        problems.append(f"{where}: 'Show the answer' shows {got['explanation'][:60]!r}")
+    return problems
+
+
+@pytest.mark.browser
+def test_every_option_explains_itself(driver, tmp_path):
+    keys = chapters()
+    load(driver, quiz_page(tmp_path, keys))
+    counts = driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('div.book-quiz')].map(d =>"
+        " [d.dataset.quiz, d.hasAttribute('data-quiz-ready') ?"
+        " d.querySelectorAll('li.bq-question').length : -1]))"
+    )
+    assert counts == {k: len(QUIZZES[k]) for k in keys}, counts
+    assert all(n >= MIN_QUESTIONS for n in counts.values()), counts
+    problems = []
+    for chapter in keys:
+        for i, q in enumerate(QUIZZES[chapter]):
+            if q["type"] == "choice":
+                problems += check_choice(driver, chapter, i, q)
+            else:
+                problems += check_numeric(driver, chapter, i, q)
+    urls, errors = requests_and_errors(driver)
+    assert not problems, "\n".join(problems[:40])
+    assert urls and all(u.startswith(LOCAL_SCHEMES) for u in urls), urls
+    assert not errors, errors
+
+
+FIND_OVERFLOW = """
+const problems = [];
+const vw = document.documentElement.clientWidth;
+if (document.documentElement.scrollWidth > vw + 1)
+  problems.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} > ${vw}`);
+for (const root of document.querySelectorAll('div.book-quiz')) {
+  const box = root.getBoundingClientRect();
+  if (root.scrollWidth > root.clientWidth + 1)
+    problems.push(`${root.dataset.quiz}: content ${root.scrollWidth} px in ${root.clientWidth} px`);
+  for (const el of root.querySelectorAll('.bq-prompt, .bq-option, .bq-feedback, .bq-numeric > *')) {
+    const r = el.getBoundingClientRect();
+    if (el.offsetParent !== null && (r.right > box.right + 1 || r.left < box.left - 1))
+      problems.push(`${root.dataset.quiz}: ${el.className} runs past the quiz box`);
+  }
+}
+return problems;
+"""
+
+OPEN_EVERYTHING = """
+for (const b of document.querySelectorAll('li.bq-question button.bq-option')) b.click();
+for (const item of document.querySelectorAll('li.bq-question[data-type="numeric"]')) {
+  item.querySelector('input').value = '123456789';
+  item.querySelector('button.bq-check').click();
+}
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", (1280, 400), ids=lambda w: f"{w}px")
+def test_quiz_fits_the_page(driver, tmp_path, width):
+    url = quiz_page(tmp_path, chapters())
+    try:
+        assert set_width(driver, width) == width
+        load(driver, url)
+        driver.execute_script(OPEN_EVERYTHING)
+        problems = driver.execute_script(FIND_OVERFLOW)
+        # the options stack one per line and take the quiz's width, at both widths
+        widths = driver.execute_script(
+            "const o = document.querySelector('button.bq-option');"
+            "return [o.getBoundingClientRect().width,"
+            " o.parentElement.getBoundingClientRect().width]"
+        )
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert not problems, "\n".join(problems[:20])
+    assert abs(widths[0] - widths[1]) <= 1, widths
+
+
+@pytest.mark.browser
+def test_without_javascript_the_placeholder_is_not_empty(driver, tmp_path):
+    """Only quiz.css: an empty placeholder still says what it is for, and a key without
+    questions keeps the placeholder's own text when the script runs."""
+    load(driver, quiz_page(tmp_path, ["01_tokens"], scripts=False))
+    content = driver.execute_script(
+        "return getComputedStyle(document.querySelector('div.book-quiz'), '::before').content"
+    )
+    assert "JavaScript" in content, content
+    height = driver.execute_script(
+        "return document.querySelector('div.book-quiz').getBoundingClientRect().height"
+    )
+    assert height > 20, height
+
+    page = tmp_path / "missing.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8">'
+        f'<script src="{(INTERACTIVE / "quizzes.js").as_uri()}"></script>'
+        f'<script src="{(INTERACTIVE / "quiz.js").as_uri()}"></script></head><body>'
+        '<div class="book-quiz" data-quiz="99_no_such_chapter"><p>Fallback.</p></div>'
+        "</body></html>",
+        encoding="utf8",
+    )
+    load(driver, page.as_uri())
+    text = driver.execute_script("return document.querySelector('div.book-quiz').textContent")
+    assert text == "Fallback.", text
