@@ -2,7 +2,9 @@
 
 Layers, bottom to top: the building blocks (attention, MLP, normalisation, positions,
 tokenisers, precision, datasets), the transformer block, the relations of chapter 11, the models,
-parallel placement (which knows no model), the tasks, then training.
+parallel placement (which knows no model), the tasks, then training, and at the top the checked
+exercises of the chapters (whose references use every layer below, training's gradients among
+them).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ LAYERS = {
     "pretrained": 4,  # pretrained models: configurations of the models, and converters
     "tasks": 5,
     "training": 5,  # tasks name their recipes; training's multi-process demo trains a task
+    "exercises": 6,  # the chapters' checked exercises: references from every layer below
 }  # fmt: skip
 
 

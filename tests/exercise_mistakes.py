@@ -1,0 +1,494 @@
+"""Typical wrong answers to the book's checked exercises, each with the diagnosis it must get.
+
+Every entry is written the way a reader would write the mistake (not as a transformed reference),
+so tests/test_exercises.py checks that the diagnoses recognise real code.
+"""
+
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _naive_softmax(scores):
+    e = jnp.exp(scores)
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def _mask_after(keys, queries, mask=None):
+    A = jax.nn.softmax(keys @ queries.T / jnp.sqrt(keys.shape[1]), axis=0)
+    return A if mask is None else A * mask
+
+
+def _layer_norm_axis0(x, gamma, beta, eps=1e-5):
+    mu, var = x.mean(0), x.var(0)
+    return (x - mu) / jnp.sqrt(var + eps) * gamma + beta
+
+
+def _mhsa_mean(x, U_q, U_k, W, O):
+    heads = []
+    for h in range(U_q.shape[0]):
+        A = jax.nn.softmax((x @ U_k[h].T) @ (x @ U_q[h].T).T / jnp.sqrt(U_q.shape[1]), axis=0)
+        heads.append(A.T @ x @ W[h].T @ O[h].T)
+    return sum(heads) / len(heads)
+
+
+def _mhsa_unscaled(x, U_q, U_k, W, O):
+    y = 0
+    for h in range(U_q.shape[0]):
+        A = jax.nn.softmax((x @ U_k[h].T) @ (x @ U_q[h].T).T, axis=0)
+        y = y + A.T @ x @ W[h].T @ O[h].T
+    return y
+
+
+def _first_merge(word, pair, new):
+    for i in range(len(word) - 1):
+        if (word[i], word[i + 1]) == tuple(pair):
+            return word[:i] + [new] + word[i + 2 :]
+    return list(word)
+
+
+def _overlapping_merge(word, pair, new):
+    out = []
+    for i, a in enumerate(word):
+        if i + 1 < len(word) and (a, word[i + 1]) == tuple(pair):
+            out.append(new)
+        elif i > 0 and (word[i - 1], a) == tuple(pair):
+            continue
+        else:
+            out.append(a)
+    return out
+
+
+def _sum_accumulated(loss, params, batch, micro_batches):
+    total = None
+    for i in range(micro_batches):
+        chunk = {k: jnp.split(a, micro_batches)[i] for k, a in batch.items()}
+        g = jax.grad(loss)(params, chunk)
+        total = g if total is None else jax.tree.map(jnp.add, total, g)
+    return total
+
+
+def _q4_interleaved(block):
+    d, m = block[:4].view(np.float16).astype(np.float32)
+    codes = np.stack([block[4:] & 15, block[4:] >> 4], axis=1).ravel()
+    return d * codes + m
+
+
+def _q4_swapped(block):
+    m, d = block[:4].view(np.float16).astype(np.float32)
+    return d * np.concatenate([block[4:] & 15, block[4:] >> 4]) + m
+
+
+def _permute_back(weight, num_heads):
+    rows, D = weight.shape
+    K = rows // num_heads
+    p = np.stack([np.arange(K // 2), np.arange(K // 2) + K // 2], axis=-1).reshape(K)
+    return np.asarray(weight).reshape(num_heads, K, D)[:, p].reshape(rows, D)
+
+
+def _whole_matrix(weight, num_heads):
+    K = weight.shape[0]  # forgot the heads: one permutation of all rows
+    p = np.stack([np.arange(K // 2), np.arange(K // 2) + K // 2], axis=-1).reshape(K)
+    half = np.empty_like(np.asarray(weight))
+    half[p] = weight
+    return half
+
+
+def _once_per_chunk(chunks):
+    counts = Counter()
+    for word, f in chunks.items():
+        for pair in set(zip(word, word[1:])):
+            counts[pair] += f
+    return counts
+
+
+def _sines_then_cosines(num_positions, dim, base=10_000.0):
+    angles = jnp.arange(num_positions)[:, None] * base ** (-jnp.arange(0, dim, 2) / dim)
+    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=1)
+
+
+def _rope_half(x, positions, base=10_000.0):
+    K = x.shape[-1]
+    angle = positions[:, None] * base ** (-jnp.arange(0, K, 2) / K)
+    a, b = x[:, : K // 2], x[:, K // 2 :]
+    c, s = jnp.cos(angle), jnp.sin(angle)
+    return jnp.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+
+
+def _rope_backwards(x, positions, base=10_000.0):
+    K = x.shape[-1]
+    angle = positions[:, None] * base ** (-jnp.arange(0, K, 2) / K)
+    a, b = x[:, 0::2], x[:, 1::2]
+    c, s = jnp.cos(angle), jnp.sin(angle)
+    return jnp.stack([a * c + b * s, -a * s + b * c], axis=-1).reshape(x.shape)
+
+
+# name -> [(wrong function, the diagnosis key it must get), ...]
+MISTAKES = {
+    "token_rows": [
+        (lambda table, ids: table[ids - 1], "one_based"),
+        (lambda table, ids: table[ids].T, "transposed"),
+    ],
+    "patches_of": [
+        (
+            lambda image, P: (
+                image.reshape(image.shape[0], image.shape[1] // P, P, -1, P)
+                .transpose(1, 3, 2, 4, 0)
+                .reshape(-1, image.shape[0] * P * P)
+            ),
+            "channels_last",
+        ),
+        (
+            lambda image, P: (
+                image.reshape(image.shape[0], image.shape[1] // P, P, -1, P)
+                .transpose(3, 1, 0, 2, 4)
+                .reshape(-1, image.shape[0] * P * P)
+            ),
+            "column_order",
+        ),
+    ],
+    "patch_tokens": [
+        (lambda patches, weight, bias: patches @ weight.T, "no_bias"),
+        (lambda patches, weight, bias: patches @ weight + bias, "weight_not_transposed"),
+    ],
+    "column_softmax": [
+        (_naive_softmax, "overflow"),
+        (lambda scores: jax.nn.softmax(scores, axis=1), "over_rows"),
+    ],
+    "scaled_attention_weights": [
+        (
+            lambda k, q, mask=None: jax.nn.softmax(
+                jnp.where(True if mask is None else mask, k @ q.T, -jnp.inf), axis=0
+            ),
+            "unscaled",
+        ),
+        (_mask_after, "mask_after_softmax"),
+        (
+            lambda k, q, mask=None: jax.nn.softmax(
+                jnp.where(True if mask is None else mask, k @ q.T / jnp.sqrt(k.shape[1]), -jnp.inf),
+                axis=1,
+            ),
+            "over_queries",
+        ),
+    ],
+    "weighted_average": [
+        (lambda x, weights: weights @ x, "A_not_transposed"),
+        (lambda x, weights: x.T @ weights, "transposed"),
+    ],
+    "split_heads": [
+        (lambda x, h: x.reshape(h, x.shape[0], -1), "reshape_only"),
+        (lambda x, h: jnp.stack([x[:, i::h] for i in range(h)]), "strided_heads"),
+    ],
+    "value_maps": [
+        (lambda W, O: jnp.einsum("hvd,hev->hde", W, O), "transposed_maps"),
+        (lambda W, O: sum(O[h] @ W[h] for h in range(W.shape[0])), "summed_heads"),
+    ],
+    "multi_head_self_attention": [
+        (_mhsa_mean, "mean_of_heads"),
+        (_mhsa_unscaled, "unscaled"),
+    ],
+    "gelu_tanh": [
+        (lambda x: x * jax.scipy.stats.norm.cdf(x), "exact_gelu"),
+        (lambda x: jnp.maximum(x, 0), "relu"),
+    ],
+    "mlp_on_tokens": [
+        (lambda x, W_1, b_1, W_2, b_2: jax.nn.relu(x @ W_1.T + b_1) @ W_2.T + b_2, "relu"),
+        (
+            lambda x, W_1, b_1, W_2, b_2: jax.nn.gelu(jax.nn.gelu(x @ W_1.T + b_1) @ W_2.T + b_2),
+            "activation_at_end",
+        ),
+    ],
+    "mlp_parameters": [
+        (lambda D, F, L: D * F + (L - 1) * F * F + F * D, "no_biases"),
+        (lambda D, F, L: (D * F + F) + (L - 2) * (F * F + F) + (F * D + D), "L_maps"),
+    ],
+    "layer_norm": [
+        (_layer_norm_axis0, "over_tokens"),
+        (
+            lambda x, g, b, eps=1e-5: (
+                (x - x.mean(-1, keepdims=True))
+                / jnp.sqrt(x.var(-1, keepdims=True, ddof=1) + eps)
+                * g
+                + b
+            ),
+            "unbiased_variance",
+        ),
+        (
+            lambda x, g, b, eps=1e-5: (
+                (x - x.mean(-1, keepdims=True)) / (x.std(-1, keepdims=True) + eps) * g + b
+            ),
+            "eps_outside_sqrt",
+        ),
+    ],
+    "layer_norm_columns": [
+        (
+            lambda X, g, b, eps=1e-5: (
+                (X - X.mean(1, keepdims=True))
+                / jnp.sqrt(X.var(1, keepdims=True) + eps)
+                * g[:, None]
+                + b[:, None]
+            ),
+            "over_tokens",
+        ),
+        (
+            lambda X, g, b, eps=1e-5: (X - X.mean(0)) / jnp.sqrt(X.var(0) + eps) * g + b,
+            "gamma_on_tokens",
+        ),
+    ],
+    "residual_stack": [
+        (lambda x, branches: [x := f(x) for f in branches][-1] if branches else x, "no_skip"),
+        (lambda x, branches: x + sum(f(x) for f in branches), "all_read_input"),
+    ],
+    "pre_norm_block": [
+        (
+            lambda x, n1, a, n2, m: (y := n1(x) + a(n1(x))) + jax.vmap(m)(n2(y)),
+            "residual_from_normalised",
+        ),
+        (lambda x, n1, a, n2, m: (y := x + a(n1(x))) + jax.vmap(m)(y), "mlp_not_normalised"),
+    ],
+    "post_norm_block_by_hand": [
+        (lambda x, n1, a, n2, m: (y := x + a(n1(x))) + jax.vmap(m)(n2(y)), "pre_norm"),
+        (lambda x, n1, a, n2, m: (y := x + n1(a(x))) + n2(jax.vmap(m)(y)), "no_skip_inside_norm"),
+    ],
+    "block_parameters": [
+        (
+            lambda D, H, K, F, value_dim=None: (
+                H * (2 * K * D + (D * D if value_dim is None else 2 * value_dim * D))
+                + 2 * D * F
+                + F
+                + D
+            ),
+            "no_layer_norms",
+        ),
+        (
+            lambda D, H, K, F, value_dim=None: (
+                4 * D
+                + H * (2 * K * D + (D * D if value_dim is None else 2 * value_dim * D))
+                + 2 * D * F
+            ),
+            "no_mlp_biases",
+        ),
+    ],
+    "encode_text": [
+        (
+            lambda text, symbols: np.array([list(dict.fromkeys(symbols)).index(c) for c in text]),
+            "first_seen_order",
+        ),
+        (
+            lambda text, symbols: np.array([sorted(set(symbols)).index(c) + 1 for c in text]),
+            "one_based",
+        ),
+    ],
+    "sinusoidal_table": [
+        (_sines_then_cosines, "sines_then_cosines"),
+        (
+            lambda N, D, base=10_000.0: jnp.stack(
+                [
+                    jnp.sin(jnp.arange(N)[:, None] * base ** (-jnp.arange(D // 2) / D)),
+                    jnp.cos(jnp.arange(N)[:, None] * base ** (-jnp.arange(D // 2) / D)),
+                ],
+                -1,
+            ).reshape(N, D),
+            "exponent_i_over_D",
+        ),
+    ],
+    "shift_map": [
+        (
+            lambda k, dim: jax.scipy.linalg.block_diag(
+                *[
+                    jnp.array([[jnp.cos(k * w), -jnp.sin(k * w)], [jnp.sin(k * w), jnp.cos(k * w)]])
+                    for w in 10000.0 ** (-jnp.arange(0, dim, 2) / dim)
+                ]
+            ),
+            "backwards",
+        ),
+        (
+            lambda k, dim: jax.scipy.linalg.block_diag(
+                *[jnp.array([[jnp.cos(k), jnp.sin(k)], [-jnp.sin(k), jnp.cos(k)]])] * (dim // 2)
+            ),
+            "one_frequency",
+        ),
+    ],
+    "mean_cross_entropy": [
+        (
+            lambda logits, labels: (
+                -jnp.log(
+                    jnp.take_along_axis(
+                        jnp.exp(logits) / jnp.exp(logits).sum(1, keepdims=True), labels[:, None], 1
+                    )
+                ).mean()
+            ),
+            "overflow",
+        ),
+        (
+            lambda logits, labels: (
+                -jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1).sum()
+            ),
+            "sum_not_mean",
+        ),
+        (lambda logits, labels: -logits[jnp.arange(len(labels)), labels].mean(), "no_log_softmax"),
+    ],
+    "with_class_token": [
+        (lambda p, c, pos: jnp.concatenate([p + pos, c[None]]), "class_token_last"),
+        (lambda p, c, pos: jnp.concatenate([c[None], p]), "no_positions"),
+    ],
+    "warmup_cosine": [
+        (
+            lambda t, w, T, peak, final: (
+                final + (peak - final) / 2 * (1 + jnp.cos(jnp.pi * jnp.minimum(t, T) / T))
+            ),
+            "no_warmup",
+        ),
+        (
+            lambda t, w, T, peak, final: jnp.where(
+                t < w,
+                peak * t / w,
+                peak / 2 * (1 + jnp.cos(jnp.pi * jnp.minimum(t - w, T - w) / (T - w))),
+            ),
+            "decay_to_zero",
+        ),
+    ],
+    "causal_mask_by_hand": [
+        (lambda n: jnp.tril(jnp.ones((n, n), dtype=bool)), "transposed"),
+        (lambda n: jnp.arange(n)[:, None] < jnp.arange(n), "excludes_itself"),
+        (lambda n: jnp.arange(n)[:, None] <= jnp.arange(n) + 1, "sees_next"),
+    ],
+    "top_k_logits": [
+        (
+            lambda logits, k: jnp.where(logits >= jnp.sort(logits)[-k], logits, 0.0),
+            "zero_not_minus_inf",
+        ),
+        (
+            lambda logits, k: jnp.where(logits > jnp.sort(logits)[-k], logits, -jnp.inf),
+            "k_minus_one",
+        ),
+    ],
+    "next_symbol_pairs": [
+        (lambda w: (w[:, 1:], w[:, :-1]), "targets_before"),
+        (lambda w: (w[:, :-1], w[:, :-1]), "not_shifted"),
+    ],
+    "teacher_forcing_inputs": [
+        (lambda t, s: t, "not_shifted"),
+        (
+            lambda t, s: jnp.concatenate([t[:, 1:], jnp.full((t.shape[0], 1), s, t.dtype)], 1),
+            "start_appended",
+        ),
+    ],
+    "padding_mask_by_hand": [
+        (
+            lambda r, n=None: (
+                jnp.broadcast_to(r[None, :], (len(r), len(r) if n is None else n))
+                if n in (None, len(r))
+                else jnp.broadcast_to(r[None, :n], (len(r), n))
+            ),
+            "rows_not_columns",
+        ),
+        (lambda r, n=None: jnp.broadcast_to(r[:, None], (len(r), len(r))), "ignores_num_outputs"),
+    ],
+    "smoothed_cross_entropy": [
+        (
+            lambda logits, t, eps, pad_id=0: (
+                (1 - eps)
+                * -jnp.take_along_axis(jax.nn.log_softmax(logits), t[..., None], -1)[..., 0]
+                - eps * jax.nn.log_softmax(logits).mean(-1)
+            ).mean(),
+            "padding_counted",
+        ),
+        (
+            lambda logits, t, eps, pad_id=0: (
+                -(
+                    (t != pad_id)
+                    * jnp.take_along_axis(jax.nn.log_softmax(logits), t[..., None], -1)[..., 0]
+                ).sum()
+                / (t != pad_id).sum()
+            ),
+            "no_smoothing",
+        ),
+    ],
+    "causal_linear_attention": [
+        (
+            lambda k, q, v: (lambda s: (s / s.sum(0)).T @ v)(
+                (jax.nn.elu(k) + 1) @ (jax.nn.elu(q) + 1).T
+            ),
+            "not_causal",
+        ),
+        (lambda k, q, v: (lambda s: (s / s.sum(0)).T @ v)(jnp.triu(k @ q.T)), "no_feature_map"),
+    ],
+    "nadaraya_watson_by_hand": [
+        (
+            lambda x, y, q, s: jnp.exp(-((x[:, None] - q[None]) ** 2).sum(-1) / (2 * s**2)).T @ y,
+            "not_normalised",
+        ),
+        (
+            lambda x, y, q, s: (lambda k: (k / k.sum(0)).T @ y)(
+                jnp.exp(-((x[:, None] - q[None]) ** 2).sum(-1) / (2 * s))
+            ),
+            "sigma_not_squared",
+        ),
+    ],
+    "hopfield_step": [
+        (lambda xi, X, beta: X.T @ jax.nn.softmax(X @ xi), "no_beta"),
+        (lambda xi, X, beta: X.T @ (beta * X @ xi), "no_softmax"),
+    ],
+    "mean_over_devices": [
+        (lambda g: jax.lax.psum(g, "devices"), "psum_not_mean"),
+        (lambda g: g, "local_only"),
+    ],
+    "split_for_devices": [
+        (lambda b, g: jnp.stack([b[i::g] for i in range(g)]), "interleaved"),
+        (lambda b, g: b.reshape(b.shape[0] // g, g, *b.shape[1:]), "axes_swapped"),
+    ],
+    "accumulated_gradient": [
+        (_sum_accumulated, "summed"),
+        (
+            lambda loss, p, b, k: jax.grad(loss)(p, {n: a[: len(a) // k] for n, a in b.items()}),
+            "first_only",
+        ),
+    ],
+    "count_pairs": [
+        (lambda chunks: Counter(p for w in chunks for p in zip(w, w[1:])), "unweighted"),
+        (_once_per_chunk, "once_per_chunk"),
+    ],
+    "merge_pair": [
+        (_first_merge, "first_only"),
+        (_overlapping_merge, "overlapping"),
+    ],
+    "most_frequent_pair": [
+        (lambda counts: max(counts, key=counts.get), "first_counted"),
+        (lambda counts: max(counts, key=lambda p: (counts[p], p)), "larger_ids"),
+    ],
+    "rms_norm": [
+        (
+            lambda x, g, eps=1e-6: (
+                (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + eps) * g
+            ),
+            "centred",
+        ),
+        (
+            lambda x, g, eps=1e-6: x / jnp.sqrt((x**2).sum(-1, keepdims=True) + eps) * g,
+            "sum_not_mean",
+        ),
+    ],
+    "swiglu": [
+        (lambda x, g, u, d: ((x @ g.T) * jax.nn.silu(x @ u.T)) @ d.T, "activation_on_up"),
+        (lambda x, g, u, d: (jax.nn.gelu(x @ g.T) * (x @ u.T)) @ d.T, "gelu"),
+    ],
+    "rotate_pairs_by_hand": [
+        (_rope_half, "half_layout"),
+        (_rope_backwards, "backwards"),
+    ],
+    "repeat_kv_heads": [
+        (lambda kv, h: jnp.concatenate([kv] * (h // kv.shape[0])), "tiled"),
+        (lambda kv, h: kv, "no_repeat"),
+    ],
+    "dequantise_q4_1": [
+        (_q4_interleaved, "interleaved_codes"),
+        (_q4_swapped, "scale_offset_swapped"),
+    ],
+    "half_split_rows": [
+        (_permute_back, "wrong_direction"),
+        (_whole_matrix, "whole_matrix"),
+    ],
+}
