@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test lint unit nbval nbval-other-paths browser execute lab bench clean serve
+.PHONY: book test lint unit nbval unit-and-nbval nbval-other-paths browser execute lab bench clean serve
 .PHONY: check-gpu check-gpu-unit check-gpu-chapters
 
 $(STAMP): requirements.txt pyproject.toml
@@ -57,16 +57,32 @@ unit: $(STAMP)
 # process, reads.
 NBVAL_RUN    := .nbval-run
 NBVAL_COPIES := $(foreach nb,$(NOTEBOOKS),$(NBVAL_RUN)/$(basename $(notdir $(nb)))/book/$(notdir $(nb)))
-nbval: $(STAMP)
+NBVAL_OPTS   := --nbval-sanitize-with book/sanitize.cfg --nbval-cell-timeout=2400
+define nbval_copies
 	rm -rf $(NBVAL_RUN)
 	for nb in $(NOTEBOOKS); do \
 		copy=$(NBVAL_RUN)/$$(basename $$nb .ipynb); mkdir -p $$copy/book; \
 		cp $$nb $$copy/book/ && cp -a book/checkpoints $$copy/book/ || exit 1; \
 		ln -s $(CURDIR)/benchmarks $(CURDIR)/scripts $$copy/; \
 	done
-	$(BIN)/python -m pytest --nbval $(NBVAL_COPIES) \
-		--nbval-sanitize-with book/sanitize.cfg --nbval-cell-timeout=2400 -q $(XDIST) \
-		--durations=15; \
+endef
+nbval: $(STAMP)
+	$(nbval_copies)
+	$(BIN)/python -m pytest --nbval $(NBVAL_COPIES) $(NBVAL_OPTS) -q $(XDIST) --durations=15; \
+		status=$$?; rm -rf $(NBVAL_RUN); exit $$status
+
+# `make test` runs the unit tests and the notebooks in one pytest session: its two processes take
+# files, test modules and notebooks alike, longest first (ALL_FIRST, from the durations `make
+# test` prints), so that neither waits idle at the end of one half for the other's longest file.
+ALL_FIRST := book/08_vision_transformer.ipynb book/09_language_model.ipynb \
+	book/13_subword_tokens.ipynb tests/test_pretrained.py book/10_encoder_decoder.ipynb \
+	tests/test_parallel.py book/14_modern_transformer.ipynb book/12_parallel_training.ipynb \
+	book/11_relations.ipynb
+ALL_ITEMS := $(foreach f,$(ALL_FIRST) $(filter-out $(ALL_FIRST),$(UNIT_FILES) $(NOTEBOOKS)),\
+	$(if $(filter %.ipynb,$(f)),$(NBVAL_RUN)/$(basename $(notdir $(f)))/book/$(notdir $(f)),$(f)))
+unit-and-nbval: $(STAMP)
+	$(nbval_copies)
+	$(BIN)/python -m pytest --nbval $(ALL_ITEMS) $(NBVAL_OPTS) -q $(XDIST) --durations=25; \
 		status=$$?; rm -rf $(NBVAL_RUN); exit $$status
 
 # The stored outputs must not depend on the last bits of a float: processors with and without
@@ -89,7 +105,7 @@ browser: book
 		echo "Chromium not found, and CI=true: the browser tests must run in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
 
-test: lint unit nbval browser
+test: lint unit-and-nbval browser
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
 # JAX with CUDA, Equinox, Optax and pytest-xdist, runs the unit tests, then every chapter's code

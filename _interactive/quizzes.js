@@ -2347,5 +2347,154 @@ window.BOOK_QUIZZES = {
     }
    ]
   }
+ ],
+ "16_quantisation_and_adapters": [
+  {
+   "type": "numeric",
+   "question": "A Q8_0 block stores 32 weights as 8-bit codes plus one 16-bit scale. How many bits does it spend per weight?",
+   "answer": 8.5,
+   "explanation": "32 · 8 + 16 = 272 bits, 34 bytes, for 32 weights: 8.5 bits each.",
+   "hint": "Add the bits of the 32 codes and of the scale, then divide by 32.",
+   "mistakes": [
+    {
+     "value": 8,
+     "explanation": "8 bits are the code alone; the shared scale adds half a bit per weight."
+    },
+    {
+     "value": 9,
+     "explanation": "That counts a 32-bit scale; Q8_0 stores its scale as a float16."
+    },
+    {
+     "value": 5,
+     "explanation": "5 bits per weight is Q4_1, four-bit codes with a scale and a minimum."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "A Q8_0 block's largest weight in absolute value is 0.254. What is its scale <i>d</i> (before rounding to float16), and by how much can rounding move a weight?",
+   "options": [
+    {
+     "text": "<i>d</i> = 0.002, at most 0.001",
+     "correct": true,
+     "explanation": "<i>d</i> = max |<i>x</i>| / 127 = 0.002, and a weight is rounded to the nearest multiple of <i>d</i>, at most <i>d</i>/2 away."
+    },
+    {
+     "text": "<i>d</i> = 0.001, at most 0.0005",
+     "correct": false,
+     "explanation": "That divides by 254: the codes run from −127 to 127, so the largest weight gets code ±127."
+    },
+    {
+     "text": "<i>d</i> = 0.002, at most 0.002",
+     "correct": false,
+     "explanation": "Rounding to the nearest level never goes more than half-way to the next one."
+    },
+    {
+     "text": "<i>d</i> = 0.254 / 255, at most <i>d</i>/2",
+     "correct": false,
+     "explanation": "Q8_0's codes are signed and symmetric about zero, −127 to 127; 255 levels would need a minimum as in Q4_1."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "Why is <i>B</i> initialised to zero in a low-rank adapter <i>W</i> + (α/<i>r</i>) <i>B</i> <i>A</i>?",
+   "options": [
+    {
+     "text": "So that the adapted model starts exactly as the pretrained one",
+     "correct": true,
+     "explanation": "With <i>B</i> = 0 the update is zero, whatever <i>A</i> is; training starts from the model that was given."
+    },
+    {
+     "text": "So that <i>A</i> receives no gradient at all during training",
+     "correct": false,
+     "explanation": "<i>A</i>'s gradient is zero only while <i>B</i> = 0, at the first step; once <i>B</i> moves, both are trained."
+    },
+    {
+     "text": "Because a random <i>B</i> would make <i>B</i> <i>A</i> full-rank",
+     "correct": false,
+     "explanation": "<i>B</i> <i>A</i> has rank at most <i>r</i> whatever the values: the shapes fix that."
+    },
+    {
+     "text": "To save memory: zeros are not stored",
+     "correct": false,
+     "explanation": "<i>B</i> is a dense array of <i>D</i><sub>out</sub> × <i>r</i> numbers, stored like any other."
+    }
+   ]
+  },
+  {
+   "type": "numeric",
+   "question": "A 576 × 576 projection gets an adapter of rank <i>r</i> = 8. How many numbers does the adapter train?",
+   "answer": 9216,
+   "answer_text": "9,216",
+   "explanation": "<i>A</i> is 8 × 576 and <i>B</i> 576 × 8: 8 × (576 + 576) = 9,216 numbers, 2.8% of the matrix's 331,776.",
+   "hint": "<i>r</i> (<i>D</i><sub>out</sub> + <i>D</i><sub>in</sub>).",
+   "mistakes": [
+    {
+     "value": 4608,
+     "explanation": "That counts <i>A</i> or <i>B</i>; the adapter trains both."
+    },
+    {
+     "value": 331776,
+     "explanation": "That is the whole matrix, what full fine-tuning would train."
+    },
+    {
+     "value": 2654208,
+     "explanation": "That is 8 × 576 × 576: the rank multiplies the sum of the sides, not their product."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "After training, the adapter is merged: <i>W</i>′ = <i>W</i> + (α/<i>r</i>) <i>B</i> <i>A</i>. What does the merged model cost at inference, compared with the original?",
+   "options": [
+    {
+     "text": "The same: one matrix of the original shape per projection",
+     "correct": true,
+     "explanation": "The merged matrix has <i>W</i>'s shape, so each product costs what it did; only the numbers changed."
+    },
+    {
+     "text": "Slightly more: the extra products <i>B</i> (<i>A</i> <i>x</i>) remain",
+     "correct": false,
+     "explanation": "Those products are there only before merging; merging folds them into <i>W</i>′."
+    },
+    {
+     "text": "Less: the merged matrix has rank <i>r</i>",
+     "correct": false,
+     "explanation": "<i>W</i> + <i>B</i> <i>A</i> has (in general) full rank; only the update has rank <i>r</i>."
+    },
+    {
+     "text": "Twice as much: two matrices are stored",
+     "correct": false,
+     "explanation": "Merged, one matrix replaces <i>W</i>; keeping <i>B</i> and <i>A</i> apart is optional (it lets one swap adapters)."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "Re-quantising the file's Q4_1 weights to Q4_1 with the <i>same</i> blocks changes almost nothing, but with blocks shifted by 16 weights it changes them a lot. Why?",
+   "options": [
+    {
+     "text": "The weights already sit on each original block's 16 levels; a shifted block mixes two blocks' grids",
+     "correct": true,
+     "explanation": "Each original block is exactly <i>d</i> <i>q</i> + <i>m</i>; a block straddling two of them sees two unrelated sets of levels, which one new grid cannot hold."
+    },
+    {
+     "text": "Shifted blocks contain more weights",
+     "correct": false,
+     "explanation": "Every block holds 32 weights, shifted or not."
+    },
+    {
+     "text": "Float16 rounding is worse for shifted blocks",
+     "correct": false,
+     "explanation": "The float16 rounding of <i>d</i> and <i>m</i> is the same kind for every block and tiny next to a step."
+    },
+    {
+     "text": "Q4_1 is not deterministic",
+     "correct": false,
+     "explanation": "The rounding is a fixed function of the block's values."
+    }
+   ]
+  }
  ]
 };

@@ -491,4 +491,20 @@ MISTAKES = {
         (_permute_back, "wrong_direction"),
         (_whole_matrix, "whole_matrix"),
     ],
+    "dequantise_q8_0": [
+        (
+            lambda block: block[:2].view(np.float16).astype(np.float32)[0] * block[2:],
+            "unsigned_codes",
+        ),
+        (lambda block: block[2:].view(np.int8).astype(np.float32), "no_scale"),
+    ],
+    "lora_forward": [
+        (lambda W, A, B, x, alpha: W @ x + alpha * (B @ (A @ x)), "alpha_not_over_r"),
+        (lambda W, A, B, x, alpha: W @ x + B @ (A @ x), "no_scale"),
+        (lambda W, A, B, x, alpha: alpha / A.shape[0] * (B @ (A @ x)), "no_base"),
+    ],
+    "merge_lora": [
+        (lambda W, A, B, alpha: W + alpha * B @ A, "alpha_not_over_r"),
+        (lambda W, A, B, alpha: alpha / A.shape[0] * B @ A, "no_base"),
+    ],
 }

@@ -26,6 +26,7 @@ LAYERS = {
     "models": 3,
     "parallel": 4,
     "pretrained": 4,  # pretrained models: configurations of the models, and converters
+    "adapters": 4,  # low-rank adapters wrapped around a model's projections
     "tasks": 5,
     "training": 5,  # tasks name their recipes; training's multi-process demo trains a task
     "exercises": 6,  # the chapters' checked exercises: references from every layer below

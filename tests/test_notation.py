@@ -167,11 +167,15 @@ def test_notation(page: str, check: str) -> None:
 
 
 def test_every_chapter_is_searched() -> None:
-    """Chapters 0 to 15 (12 and 13 included), both notebook appendices and the Markdown pages."""
-    for number in range(16):
+    """Chapters 0 to 16 (12 and 13 included), both notebook appendices and the Markdown pages."""
+    for number in range(17):
         assert any(page.startswith(f"{number:02d}_") for page in PAGES), number
-    for page in ("appendix_precision.ipynb", "appendix_reference.ipynb", "intro.md",
-                 "appendix_measurements.md"):
+    for page in (
+        "appendix_precision.ipynb",
+        "appendix_reference.ipynb",
+        "intro.md",
+        "appendix_measurements.md",
+    ):
         assert page in PAGES, page
 
 

@@ -173,8 +173,8 @@ def quiz_problems(quizzes: dict, expected: list[str]) -> list[str]:
     return problems
 
 
-def test_fifteen_chapters():
-    assert len(chapters()) == 15, chapters()
+def test_sixteen_chapters():
+    assert len(chapters()) == 16, chapters()
 
 
 def test_quizzes_are_complete_and_well_formed():

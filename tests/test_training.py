@@ -277,15 +277,16 @@ def test_callbacks_run_between_calls(image_task):
     fit(
         model,
         image_task,
-        small_recipe(steps=10, steps_per_call=4),
+        small_recipe(steps=7, steps_per_call=2),
         callbacks=[
             lambda step, m, h: seen.append((step, h.step[-1])),
-            Every(5, lambda s, m, h: seen.append(-s)),
+            Every(3, lambda s, m, h: seen.append(-s)),
         ],
         progress=False,
     )
-    # Calls end at multiples of 4 and of 5 (the Every callback's period) and at the last step.
-    assert seen == [(4, 4), (5, 5), -5, (8, 8), (10, 10), -10]
+    # Calls end at multiples of 2 and of 3 (the Every callback's period) and at the last step;
+    # calls of 1 and 2 steps: two compilations.
+    assert seen == [(2, 2), (3, 3), -3, (4, 4), (6, 6), -6, (7, 7)]
 
 
 def test_fit_on_a_one_device_mesh_equals_plain_fit(image_task):

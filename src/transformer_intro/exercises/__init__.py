@@ -40,6 +40,7 @@ from . import (
     ch13,
     ch14,
     ch15,
+    ch16,
 )  # fmt: skip
 from .core import NOT_WRITTEN, Case, Diagnosis, Exercise, Property, Result
 
@@ -71,6 +72,7 @@ _MODULES = (
     ch13,
     ch14,
     ch15,
+    ch16,
 )
 
 #: Every exercise of the book by name, in the order of the chapters.

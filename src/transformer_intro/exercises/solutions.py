@@ -732,3 +732,24 @@ def half_split_rows(weight, num_heads):
     half = np.empty_like(per_head)
     half[:, p] = per_head
     return half.reshape(rows, D)
+
+
+# Chapter 16
+
+
+def dequantise_q8_0(block):
+    """The 32 weights w = d q of one Q8_0 block of 34 bytes."""
+    d = block[:2].view(np.float16).astype(np.float32)[0]  # the scale
+    q = block[2:].view(np.int8).astype(np.float32)  # 32 signed codes
+    return d * q
+
+
+def lora_forward(W, A, B, x, alpha):
+    """W x + (alpha / r) B A x, without forming B A."""
+    r = A.shape[0]
+    return W @ x + alpha / r * (B @ (A @ x))
+
+
+def merge_lora(W, A, B, alpha):
+    """W + (alpha / r) B A."""
+    return W + alpha / A.shape[0] * (B @ A)
