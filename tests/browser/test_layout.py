@@ -102,7 +102,8 @@ def set_width(driver, width: int) -> int:
     return driver.execute_script("return window.innerWidth")
 
 
-def layout_problems(driver, url: str, width: int, *, wait_for_mathjax: bool = True) -> list[str]:
+def measure_page(driver, url: str, width: int, script: str, *, wait_for_mathjax: bool = True):
+    """The result of ``script`` on the page at ``url``, laid out ``width`` px wide."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     reported = set_width(driver, width)
@@ -114,11 +115,15 @@ def layout_problems(driver, url: str, width: int, *, wait_for_mathjax: bool = Tr
         if wait_for_mathjax:
             driver.execute_async_script(WAIT_FOR_MATHJAX)
         time.sleep(0.2)  # let the layout settle after typesetting
-        problems = driver.execute_script(FIND_CLIPPING)
+        result = driver.execute_script(script)
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     assert reported == width, f"the viewport is {reported} px wide, not {width}"
-    return problems
+    return result
+
+
+def layout_problems(driver, url: str, width: int, *, wait_for_mathjax: bool = True) -> list[str]:
+    return measure_page(driver, url, width, FIND_CLIPPING, wait_for_mathjax=wait_for_mathjax)
 
 
 @pytest.mark.browser
@@ -233,22 +238,7 @@ return {found, page};
 
 def sideways(driver, url: str, width: int, *, wait_for_mathjax: bool = True) -> dict:
     """``{"found": [[kind, what, px], ...], "page": px}`` for the page at ``url``."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    reported = set_width(driver, width)
-    try:
-        driver.get(url)
-        WebDriverWait(driver, 60).until(
-            lambda d: d.execute_script("return document.readyState") == "complete"
-        )
-        if wait_for_mathjax:
-            driver.execute_async_script(WAIT_FOR_MATHJAX)
-        time.sleep(0.2)
-        result = driver.execute_script(FIND_SIDEWAYS)
-    finally:
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    assert reported == width, f"the viewport is {reported} px wide, not {width}"
-    return result
+    return measure_page(driver, url, width, FIND_SIDEWAYS, wait_for_mathjax=wait_for_mathjax)
 
 
 def scrolling_problems(page: str, found, allowed=WIDE_AT_1280_ALLOWED) -> list[str]:
