@@ -4,7 +4,7 @@
 
 Starts ``--processes`` Python processes (each with ``--devices-per-process`` CPU devices) that
 find each other through ``jax.distributed.initialize`` on 127.0.0.1 (each runs
-``python -m transformer_intro.training.distributed --report``), build one mesh over every
+``python -m transformer_intro.demos.multi_process --report``), build one mesh over every
 device of every process, and train the small ViT of the test suite for a few steps with
 ``training.fit`` on that mesh. Each process prints what it sees: its own devices, all devices,
 the rows of each batch its devices hold, and the losses. Process 0 writes the losses and the final
@@ -59,7 +59,7 @@ def launch(args: argparse.Namespace) -> int:
         for i in range(args.processes):
             out, err = open(Path(logs, f"{i}.out"), "w+"), open(Path(logs, f"{i}.err"), "w+")
             command = [
-                sys.executable, "-m", "transformer_intro.training.distributed", "--report",
+                sys.executable, "-m", "transformer_intro.demos.multi_process", "--report",
                 "--num-processes", str(args.processes), "--process-id", str(i),
                 "--port", str(port), "--devices-per-process", str(args.devices_per_process),
                 "--steps", str(STEPS), "--batch-size", str(BATCH_SIZE),

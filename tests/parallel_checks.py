@@ -18,6 +18,8 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from transformer_intro import VisionTransformer
+from transformer_intro.datasets.synthetic import synthetic_digits
+from transformer_intro.models import SMALL_VIT
 from transformer_intro.parallel import (
     TENSOR_PARALLEL_RULES,
     Placement,
@@ -32,7 +34,6 @@ from transformer_intro.parallel import (
 )
 from transformer_intro.tasks import ImageClassification
 from transformer_intro.training import Recipe, batch_key, fit, gradients, run_steps
-from transformer_intro.training.distributed import SMALL_VIT, synthetic_digits
 
 STEPS, BATCH = 5, 32
 

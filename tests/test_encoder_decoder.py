@@ -47,8 +47,11 @@ def unmasked(model):
     Every mask lets padding through.
     """
     leaky = copy.copy(model)
-    # The configuration is a static field, which eqx.tree_at cannot replace.
-    object.__setattr__(leaky, "config", model.config.replace(pad_id=-1))
+    # The configuration is a static field, which eqx.tree_at cannot replace; and a valid
+    # configuration refuses an id outside the vocabularies, so this one is edited in place.
+    config = copy.copy(model.config)
+    object.__setattr__(config, "pad_id", -1)
+    object.__setattr__(leaky, "config", config)
     return leaky
 
 

@@ -3,7 +3,7 @@
 Forced host devices must be configured before JAX's backend starts, and this test session has
 already started it with one device. So the 8-device checks run in a subprocess
 (tests/parallel_checks.py, JSON on its last line) and the multi-process checks in three more
-(python -m transformer_intro.training.distributed); the tests below assert on what they report.
+(python -m transformer_intro.demos.multi_process); the tests below assert on what they report.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from transformer_intro import VisionTransformer
+from transformer_intro.datasets.synthetic import synthetic_digits
+from transformer_intro.models import SMALL_VIT
 from transformer_intro.parallel import (
     TENSOR_PARALLEL_RULES,
     data_parallel_rules,
@@ -30,7 +32,6 @@ from transformer_intro.parallel import (
 )
 from transformer_intro.tasks import ImageClassification
 from transformer_intro.training import Recipe, fit
-from transformer_intro.training.distributed import SMALL_VIT, synthetic_digits
 
 ROOT = Path(__file__).resolve().parents[1]
 # Parameters after 5 AdamW steps: absolute. Gradients: relative to the largest gradient entry (the
@@ -168,7 +169,7 @@ def _free_port() -> int:
 
 def test_two_processes_train_as_one(tmp_path):
     """2 processes x 2 CPU devices on the loopback address equal 1 process x 4 devices."""
-    entry = [sys.executable, "-m", "transformer_intro.training.distributed", "--steps", "3"]
+    entry = [sys.executable, "-m", "transformer_intro.demos.multi_process", "--steps", "3"]
     one = subprocess.run(
         entry + ["--devices-per-process", "4", "--out", str(tmp_path / "one.npz")],
         env=_env(),

@@ -30,10 +30,10 @@ from .models import (
     LMConfig,
     VisionTransformer,
     ViTConfig,
-    count_parameters,
     get_config,
 )
 from .normalisation import LayerNorm
+from .parameters import count_parameters
 from .positions import PositionEmbedding, rotate_pairs, sinusoidal_embeddings
 from .tokenisers import ContinuousTokeniser, DiscreteTokeniser, PatchTokeniser, Vocabulary, patchify
 

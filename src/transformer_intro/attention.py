@@ -39,6 +39,7 @@ __all__ = [
     "causal_mask",
     "dot_product_attention_weights",
     "from_equinox",
+    "identity",
     "padding_mask",
     "qkv_attention",
     "qkv_weights",
@@ -223,7 +224,11 @@ class SelfAttention(eqx.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _identity(x):
+def identity(x):
+    """``x`` unchanged: the maths' keys and queries, with no activation applied to them.
+
+    :func:`to_equinox` recognises plain attention by this very function object.
+    """
     return x
 
 
@@ -302,7 +307,7 @@ class MultiHeadAttention(eqx.Module):
         scaled: bool = True,
         rotary: bool = False,
         combine_heads: Literal["sum", "mean"] = "sum",
-        qk_activation: Callable = _identity,
+        qk_activation: Callable = identity,
         num_kv_heads: int | None = None,
         qk_norm: bool = False,
         qk_norm_eps: float = 1e-6,
@@ -762,7 +767,7 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
     if (
         not mhsa.scaled
         or mhsa.rotary
-        or mhsa.qk_activation is not _identity
+        or mhsa.qk_activation is not identity
         or mhsa.query_norm is not None
         or mhsa.query_bias is not None
     ):

@@ -17,7 +17,7 @@ inserts the collectives. This module adds only what the book's models need on to
   and an explicit ``jax.lax.pmean``, the classic mistake beside it, and :func:`shard_map_step`.
 
 This module knows no model: a loss is any ``loss(model, batch) -> (scalar, metrics)``, such as a
-task's ``loss``. ``python -m transformer_intro.training.distributed`` runs one process of a
+task's ``loss``. ``python -m transformer_intro.demos.multi_process`` runs one process of a
 multi-process data-parallel run.
 """
 

@@ -6,13 +6,19 @@ The layers are attention, MLP, normalisation, the transformer block, positions a
 * :mod:`.language_model`: the decoder-only character language model and its sampling (chapter 9);
 * :mod:`.encoder_decoder`: the encoder-decoder with cross-attention (chapter 10).
 
+Each model's configuration builds it (``config.build(key=key)``), and each model class is
+registered under its name (:func:`transformer_intro.config.register_model`), which is how a
+checkpoint finds the model it holds.
+
 Training lives above the models, in :mod:`transformer_intro.tasks` and
 :mod:`transformer_intro.training`.
 """
 
+# count_parameters lives in transformer_intro.parameters; still importable from here.
+from ..parameters import count_parameters
 from .encoder_decoder import DecoderLayer, EncoderDecoder, EncoderDecoderConfig
 from .language_model import SHAKESPEARE_CONFIG, LanguageModel, LMConfig
-from .vit import CONFIGS, VisionTransformer, ViTConfig, count_parameters, get_config
+from .vit import CONFIGS, SMALL_VIT, VisionTransformer, ViTConfig, get_config
 
 __all__ = [
     "CONFIGS",
@@ -22,6 +28,7 @@ __all__ = [
     "LMConfig",
     "LanguageModel",
     "SHAKESPEARE_CONFIG",
+    "SMALL_VIT",
     "ViTConfig",
     "VisionTransformer",
     "count_parameters",

@@ -15,7 +15,8 @@ N_t (the shapes call them M and N); cross-attention matrices are N_s x N_t.
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
+import numbers
 from collections.abc import Callable
 
 import equinox as eqx
@@ -25,6 +26,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ..attention import MultiHeadAttention, causal_mask, padding_mask
 from ..block import TransformerBlock
+from ..config import ModelConfig, register_model
 from ..normalisation import LayerNorm
 from ..positions import PositionEmbedding
 from ..tokenisers import DiscreteTokeniser
@@ -33,10 +35,15 @@ __all__ = ["DecoderLayer", "EncoderDecoder", "EncoderDecoderConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
-class EncoderDecoderConfig:
+class EncoderDecoderConfig(ModelConfig):
     """Every choice that shapes an :class:`EncoderDecoder`. Plain values, so it saves as JSON.
 
     The fields are the arguments of :class:`EncoderDecoder`, which documents them.
+
+    Raises:
+        ValueError: on construction, if a size is not a whole number >= 1, D is not a multiple
+            of H, ``value_dim`` is not None or >= 1, ``position_scale`` is negative, or
+            ``pad_id`` is not an id of both vocabularies.
     """
 
     source_vocab_size: int
@@ -52,18 +59,41 @@ class EncoderDecoderConfig:
     position_scale: float = 1.0
     pad_id: int = 0
 
-    def replace(self, **changes) -> EncoderDecoderConfig:
-        """A copy with the given fields changed."""
-        return dataclasses.replace(self, **changes)
+    def __post_init__(self):
+        """Check the choices together, so that a bad one fails here and not deep in the model."""
+        sizes = (
+            "source_vocab_size", "target_vocab_size", "max_source_length", "max_target_length",
+            "token_dim", "num_heads", "mlp_hidden_dim", "encoder_layers", "decoder_layers",
+        )  # fmt: skip
+        for name in sizes:
+            _require_whole(name, getattr(self, name), 1)
+        if self.value_dim is not None:
+            _require_whole("value_dim", self.value_dim, 1)
+        if self.token_dim % self.num_heads:
+            raise ValueError(
+                f"token_dim={self.token_dim} is not divisible by num_heads={self.num_heads}"
+            )
+        scale = self.position_scale
+        real = isinstance(scale, numbers.Real) and not isinstance(scale, bool)
+        if not (real and math.isfinite(scale) and scale >= 0):
+            raise ValueError(f"position_scale must be a finite number >= 0, got {scale!r}")
+        smallest = min(self.source_vocab_size, self.target_vocab_size)
+        _require_whole("pad_id", self.pad_id, 0)
+        if self.pad_id >= smallest:
+            raise ValueError(
+                f"pad_id={self.pad_id} is not an id of both vocabularies "
+                f"(source {self.source_vocab_size}, target {self.target_vocab_size} symbols)"
+            )
 
-    def to_json(self) -> str:
-        """The configuration as a JSON object, keys sorted."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+    def build(self, *, key: PRNGKeyArray) -> EncoderDecoder:
+        """The :class:`EncoderDecoder` of this configuration, its weights drawn with ``key``."""
+        return EncoderDecoder.from_config(self, key=key)
 
-    @classmethod
-    def from_json(cls, text: str) -> EncoderDecoderConfig:
-        """The configuration that :meth:`to_json` wrote."""
-        return cls(**json.loads(text))
+
+def _require_whole(name: str, value, least: int) -> None:
+    # bool is an int to Python, but encoder_layers=True is a mistake, not a count.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
 
 
 class DecoderLayer(eqx.Module):
@@ -173,6 +203,7 @@ class DecoderLayer(eqx.Module):
         )
 
 
+@register_model(EncoderDecoderConfig)
 class EncoderDecoder(eqx.Module):
     """Source ids -> encoder -> memory; target ids so far and memory -> decoder -> logits.
 
@@ -227,7 +258,25 @@ class EncoderDecoder(eqx.Module):
             position_scale: the standard deviation of the initial learned position embeddings.
             pad_id: the padding id, in sources and targets alike.
             key: a PRNG key.
+
+        Raises:
+            ValueError: if the arguments do not make a valid :class:`EncoderDecoderConfig`.
         """
+        # The configuration first: a bad argument fails here, named, before any weight is drawn.
+        self.config = EncoderDecoderConfig(
+            source_vocab_size,
+            target_vocab_size,
+            max_source_length,
+            max_target_length,
+            token_dim,
+            num_heads,
+            mlp_hidden_dim,
+            encoder_layers,
+            decoder_layers,
+            value_dim,
+            position_scale,
+            pad_id,
+        )
         keys = iter(jax.random.split(key, 5 + encoder_layers + decoder_layers))
         self.source_embedding = DiscreteTokeniser(source_vocab_size, token_dim, key=next(keys))
         # Positions start as large as the unit-variance symbol embeddings, so that from the first
@@ -252,20 +301,6 @@ class EncoderDecoder(eqx.Module):
         )
         self.decoder_norm = LayerNorm(token_dim)
         self.unembedding = eqx.nn.Linear(token_dim, target_vocab_size, key=next(keys))
-        self.config = EncoderDecoderConfig(
-            source_vocab_size,
-            target_vocab_size,
-            max_source_length,
-            max_target_length,
-            token_dim,
-            num_heads,
-            mlp_hidden_dim,
-            encoder_layers,
-            decoder_layers,
-            value_dim,
-            position_scale,
-            pad_id,
-        )
 
     @classmethod
     def from_config(cls, config: EncoderDecoderConfig, *, key: PRNGKeyArray) -> EncoderDecoder:

@@ -13,7 +13,6 @@ token's work; ``generate(..., cache=False)`` recomputes the whole window for eve
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from typing import Literal
@@ -26,20 +25,22 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ..attention import causal_mask
 from ..block import TransformerBlock
+from ..config import ModelConfig, register_model
 from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
 from ..tokenisers import DiscreteTokeniser, Vocabulary
 
+# Not public, though importable: cached_logits (generation's arithmetic with given symbols, for
+# chapter 9's check and the tests) and time_generation (a measurement of chapter 9 and
+# benchmarks/lm_sampling_speed.py) are helpers around the model, not part of it.
 __all__ = [
     "ACTIVATIONS",
     "LMConfig",
     "LanguageModel",
     "SHAKESPEARE_CONFIG",
-    "cached_logits",
     "complete",
     "generate",
     "sample_symbol",
-    "time_generation",
 ]
 
 
@@ -69,7 +70,7 @@ _ALWAYS_SHOWN = 8
 
 
 @dataclasses.dataclass(frozen=True)
-class LMConfig:
+class LMConfig(ModelConfig):
     """Every choice that shapes a :class:`LanguageModel`. Plain values, so it saves as JSON.
 
     The defaults are chapter 9's model; the other options express today's models (SmolLM2 and the
@@ -168,20 +169,12 @@ class LMConfig:
         ]
         return f"LMConfig({', '.join(shown)})"
 
-    def replace(self, **changes) -> LMConfig:
-        """A copy with the fields named in ``changes`` replaced (and checked again)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_json(self) -> str:
-        """The fields as a JSON object, keys sorted (read back by :meth:`from_json`)."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> LMConfig:
-        """The configuration written by :meth:`to_json`."""
-        return cls(**json.loads(text))
+    def build(self, *, key: PRNGKeyArray) -> LanguageModel:
+        """The :class:`LanguageModel` of this configuration, its weights drawn with ``key``."""
+        return LanguageModel(self, key=key)
 
 
+@register_model(LMConfig)
 class LanguageModel(eqx.Module):
     """Symbols -> tokens (+ positions) -> M causal transformer blocks -> norm -> logits.
 

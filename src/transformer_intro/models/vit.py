@@ -7,7 +7,6 @@ blocks refine the tokens, and a classifier reads the class token's final state.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Literal
 
 import equinox as eqx
@@ -15,16 +14,19 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ..attention import _identity
+from ..attention import identity
 from ..block import TransformerBlock
+from ..config import ModelConfig, register_model
 from ..mlp import MLP
 from ..normalisation import LayerNorm
+from ..parameters import count_parameters  # re-exported from here, its former home
 from ..positions import PositionEmbedding
 from ..tokenisers import PatchTokeniser, check_patch_size
 
 __all__ = [
     "ACTIVATIONS",
     "CONFIGS",
+    "SMALL_VIT",
     "ViTConfig",
     "VisionTransformer",
     "count_parameters",
@@ -33,11 +35,11 @@ __all__ = [
 
 # The activation applied to keys and queries, by name. "identity" must be the attention module's own
 # identity function: `to_equinox` recognises plain attention by it.
-ACTIVATIONS = {"identity": _identity, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
+ACTIVATIONS = {"identity": identity, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
 
 
 @dataclasses.dataclass(frozen=True)
-class ViTConfig:
+class ViTConfig(ModelConfig):
     """Every choice that shapes a :class:`VisionTransformer`. Plain values, so it saves as JSON.
 
     Attributes:
@@ -108,18 +110,9 @@ class ViTConfig:
         """N, the number of patch tokens (the class token not counted)."""
         return (self.image_size // self.patch_size) ** 2
 
-    def replace(self, **changes) -> ViTConfig:
-        """A copy with the given fields changed (and checked again)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_json(self) -> str:
-        """The configuration as a JSON object, keys sorted."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> ViTConfig:
-        """The configuration that :meth:`to_json` wrote."""
-        return cls(**json.loads(text))
+    def build(self, *, key: PRNGKeyArray) -> VisionTransformer:
+        """The :class:`VisionTransformer` of this configuration, its weights drawn with ``key``."""
+        return VisionTransformer(self, key=key)
 
 
 CONFIGS: dict[str, ViTConfig] = {
@@ -157,6 +150,13 @@ CONFIGS: dict[str, ViTConfig] = {
     ),
 }
 
+# A quick model for tests and demonstrations (chapter 12's multi-process run): the default layout
+# at half the width, with 2 blocks.
+SMALL_VIT = ViTConfig(
+    patch_size=7, dim=32, num_heads=4, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=64
+)
+CONFIGS["small"] = SMALL_VIT
+
 
 def get_config(name_or_config: str | ViTConfig) -> ViTConfig:
     """A configuration by its name in :data:`CONFIGS`; a :class:`ViTConfig` passes through.
@@ -173,6 +173,7 @@ def get_config(name_or_config: str | ViTConfig) -> ViTConfig:
     return CONFIGS[name_or_config]
 
 
+@register_model(ViTConfig)
 class VisionTransformer(eqx.Module):
     """An image, (channels, height, width), to logits over the C classes.
 
@@ -304,8 +305,3 @@ class VisionTransformer(eqx.Module):
         if self.final_norm is not None:
             cls = self.final_norm(cls)
         return self.head.batched(cls)
-
-
-def count_parameters(model: eqx.Module) -> int:
-    """The number of trainable numbers in a model: the sizes of its floating-point arrays."""
-    return sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array)))

@@ -5,6 +5,11 @@ build a model of the right structure before reading the weights into it; it also
 the history and the step of the run that wrote it, and anything else the caller wants kept beside
 the weights (``extra``: a tokeniser's vocabulary, a measured accuracy).
 
+The class name finds the configuration class in :data:`transformer_intro.config.MODEL_CONFIGS`,
+and the configuration builds the model (``config.build(key=key)``). A model class joins the
+registry with :func:`~transformer_intro.config.register_model` and needs no edit here; one
+defined outside :mod:`transformer_intro.models` must be imported before its checkpoint is loaded.
+
 A file that is not such a checkpoint, or that does not fit the run resuming from it, raises a
 :class:`CheckpointError` that says what is wrong and what to do.
 """
@@ -21,14 +26,8 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from ..models import (
-    EncoderDecoder,
-    EncoderDecoderConfig,
-    LanguageModel,
-    LMConfig,
-    VisionTransformer,
-    ViTConfig,
-)
+from .. import models  # noqa: F401  (importing the book's models registers them)
+from ..config import MODEL_CONFIGS
 from .history import History
 from .recipe import Recipe
 
@@ -36,21 +35,12 @@ __all__ = [
     "CheckpointError",
     "CheckpointInfo",
     "FORMAT",
-    "MODEL_CLASSES",
     "check_resumable",
     "load_checkpoint",
     "save_checkpoint",
 ]
 
 FORMAT = "transformer_intro checkpoint 2"
-
-# The models a checkpoint can rebuild, by class name: their configuration class, and how to build
-# one from a configuration.
-MODEL_CLASSES = {
-    "VisionTransformer": (ViTConfig, VisionTransformer),
-    "LanguageModel": (LMConfig, LanguageModel),
-    "EncoderDecoder": (EncoderDecoderConfig, EncoderDecoder.from_config),
-}
 
 _HEADER_KEYS = (
     "model_class",
@@ -98,9 +88,11 @@ def save_checkpoint(
     save leaves the previous checkpoint as it was. ``extra`` must be JSON-serialisable.
     """
     name = type(model).__name__
-    if name not in MODEL_CLASSES:
+    config_class = MODEL_CONFIGS.get(name)
+    if config_class is None or config_class.model_class is not type(model):
         raise TypeError(
-            f"cannot checkpoint a {name}; the models that can are {sorted(MODEL_CLASSES)}"
+            f"cannot checkpoint a {name}; the models that can are {sorted(MODEL_CONFIGS)} "
+            "(a model class joins them with transformer_intro.config.register_model)"
         )
     header = {
         "format": FORMAT,
@@ -166,9 +158,9 @@ def load_checkpoint(
     path = Path(path)
     with _open(path) as f:
         header = _read_header(f, path)
-        config_class, build = MODEL_CLASSES[header["model_class"]]
+        config_class = MODEL_CONFIGS[header["model_class"]]
         config = _from_fields(config_class, header["model_config"], "model configuration", path)
-        model = build(config, key=jax.random.PRNGKey(0))  # weights overwritten below
+        model = config.build(key=jax.random.PRNGKey(0))  # weights overwritten below
         recipe = _optional(Recipe, header["recipe"], "recipe", path)
         history = _optional(History, header["history"], "history", path)
         if header["has_opt_state"] and opt_state_like is None and recipe is not None:
@@ -208,8 +200,7 @@ def check_resumable(path: str | os.PathLike, model: eqx.Module, recipe: Recipe) 
             f"{path} lacks the recipe, optimiser state or step that a resume needs (fit did not "
             "write it): start afresh with another checkpoint_path."
         )
-    config_class, _ = MODEL_CLASSES[name]
-    saved = _from_fields(config_class, header["model_config"], "model configuration", path)
+    saved = _from_fields(MODEL_CONFIGS[name], header["model_config"], "model configuration", path)
     _require_same(path, "model configuration", saved, model.config)
     _require_same(path, "recipe", _from_fields(Recipe, header["recipe"], "recipe", path), recipe)
 
@@ -256,10 +247,11 @@ def _read_header(f, path: Path) -> dict[str, Any]:
             f"{path}'s header lacks {', '.join(missing)}: the file is damaged; save the model "
             "again."
         )
-    if header["model_class"] not in MODEL_CLASSES:
+    if header["model_class"] not in MODEL_CONFIGS:
         raise CheckpointError(
             f"{path} holds a {header['model_class']!r}, which this version cannot build (it can "
-            f"build {', '.join(sorted(MODEL_CLASSES))}): load it with the version that wrote it."
+            f"build {', '.join(sorted(MODEL_CONFIGS))}): import the module that defines that "
+            "model first, or load it with the version that wrote it."
         )
     return header
 

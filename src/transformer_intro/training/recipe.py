@@ -21,7 +21,6 @@ That is a statement about a matrix acting as a linear map, so Muon is given only
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import numbers
 from typing import Literal
@@ -29,6 +28,8 @@ from typing import Literal
 import jax
 import optax
 from optax.contrib import MuonDimensionNumbers
+
+from ..config import JsonConfig
 
 __all__ = ["Recipe", "decay_mask", "muon_dimensions", "optimiser_labels"]
 
@@ -112,7 +113,7 @@ _MUON_FIELDS = ("matrix_optimiser", "muon_learning_rate", "muon_momentum")
 
 
 @dataclasses.dataclass(frozen=True)
-class Recipe:
+class Recipe(JsonConfig):
     """Every number of a training run, as plain values (so it saves as JSON).
 
     The optimiser is AdamW (Loshchilov & Hutter 2019): Adam's update with moment decay rates
@@ -236,19 +237,6 @@ class Recipe:
         inert = () if self.matrix_optimiser == "muon" else _MUON_FIELDS
         shown = (f for f in dataclasses.fields(self) if f.name not in inert)
         return f"Recipe({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
-
-    def replace(self, **changes) -> Recipe:
-        """A copy with some fields changed."""
-        return dataclasses.replace(self, **changes)
-
-    def to_json(self) -> str:
-        """The recipe as a JSON object, keys sorted."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Recipe:
-        """The recipe that :meth:`to_json` wrote (a recipe saved before Muon loads as AdamW)."""
-        return cls(**json.loads(text))
 
     def learning_rate_schedule(self) -> optax.Schedule:
         """η_t as a function of the step t (an Optax schedule; call it on steps to plot it)."""
