@@ -1,12 +1,14 @@
 # Two commands do everything on a fresh machine:
 #   make book   -> builds the HTML book into _build/html
-#   make test   -> unit tests, the notebooks under nbval, and (when Chromium is present) the browser test
+#   make test   -> unit tests, the notebooks under nbval, and (when Chromium is present) the browser
+#                  test and the PDF edition
+#   make pdf    -> the whole book as one PDF, _build/pdf/book.pdf (needs Chromium)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test lint unit nbval unit-and-nbval nbval-other-paths browser execute lab bench clean serve
+.PHONY: book pdf test lint unit nbval unit-and-nbval nbval-other-paths browser execute lab bench clean serve
 .PHONY: check-gpu check-gpu-unit check-gpu-chapters
 
 $(STAMP): requirements.txt pyproject.toml
@@ -105,7 +107,19 @@ browser: book
 		echo "Chromium not found, and CI=true: the browser tests must run in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
 
-test: lint unit-and-nbval browser
+# The PDF edition: Sphinx's single-page build, printed by the headless Chromium the browser tests
+# use, offline, with each chapter's exercise solutions moved to its end (scripts/print_pdf.py). The
+# script checks the PDF (pages, every chapter's title, no unresolved reference, every figure's
+# image) before it moves it into place. Without Chromium it is skipped, except under CI.
+pdf: $(STAMP)
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		$(BIN)/jupyter-book build . --builder singlehtml -W -n --keep-going && \
+		$(BIN)/python scripts/print_pdf.py _build/singlehtml _build/pdf/book.pdf; \
+	elif [ "$$CI" = true ]; then \
+		echo "Chromium not found, and CI=true: the PDF must be built in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
+	else echo "Chromium not found: skipping the PDF (apt-get install chromium chromium-driver)"; fi
+
+test: lint unit-and-nbval browser pdf
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
 # JAX with CUDA, Equinox, Optax and pytest-xdist, runs the unit tests, then every chapter's code
