@@ -7,9 +7,11 @@ A task holds its data on the device and provides three things:
 * ``loss(model, batch)``: the scalar mean loss the model is trained on, and a dict of metrics;
 * ``evaluate(model)``: figures on held-out data, as plain floats.
 
-Three tasks cover the book: :class:`ImageClassification` (the ViT on MNIST, chapter 8),
-:class:`NextSymbolPrediction` (the character language model, chapter 9) and
-:class:`SequenceToSequence` (the date-normalising encoder-decoder, chapter 10). Each chapter's
+Four tasks cover the book: :class:`ImageClassification` (the ViT on MNIST, chapter 8),
+:class:`NextSymbolPrediction` (the character language model, chapter 9),
+:class:`SequenceToSequence` (the date-normalising encoder-decoder, chapter 10) and
+:class:`SupervisedPairs` (prompts and answers for a causal language model, with the loss on the
+answers only: fine-tuning, chapter 16). Each chapter's
 recipe is here too, so that chapters and benchmarks import it rather than retype it.
 """
 
@@ -32,6 +34,7 @@ __all__ = [
     "NextSymbolPrediction",
     "SHAKESPEARE_RECIPE",
     "SequenceToSequence",
+    "SupervisedPairs",
     "VALIDATION_WINDOWS",
     "VIT_RECIPE",
     "bits",
@@ -475,3 +478,150 @@ def _sequence_figures(task: SequenceToSequence, model):
     batch = {"sources": sources, "target_inputs": target_inputs, "targets": targets}
     loss, metrics = task.loss(model, batch)
     return exact, loss, metrics["accuracy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Supervised pairs for a causal language model
+# ---------------------------------------------------------------------------------------------
+
+
+class SupervisedPairs(eqx.Module):
+    """Prompts and answers for a causal language model; the loss counts the answer tokens only.
+
+    Example s is packed as one sequence, its prompt P_s followed by its answer, padded to N + 1
+    tokens (N the model's window). As in :class:`NextSymbolPrediction`, position n of the
+    inputs predicts token n + 1; but only the predictions of answer tokens count, so the model
+    is trained to answer, not to write prompts. With |P_s| prompt tokens and |Y_s| answer
+    tokens, the positions that count are n = |P_s| - 1, ..., |P_s| + |Y_s| - 2, and the loss is
+    the mean cross-entropy over those positions of every example in the batch (each answer token
+    weighs the same). Padding is never counted.
+
+    ``evaluate`` gives, on the test pairs, the same loss, the per-token accuracy of the answers
+    and the exact match (every answer token the most likely one given the tokens before it,
+    which is what greedy decoding from the prompt would write).
+    """
+
+    inputs: Int[Array, "S N"]
+    targets: Int[Array, "S N"]
+    answer_mask: Array
+    test: tuple[Array, Array, Array] | None
+    window: int = eqx.field(static=True)
+    vocab_size: int = eqx.field(static=True)
+
+    def __init__(self, pairs, test_pairs=None, *, window: int, vocab_size: int, pad_id: int = 0):
+        """Pack the pairs into padded sequences and answer masks, on the device.
+
+        Args:
+            pairs: ``(prompt, answer)`` pairs of token-id sequences, the training set.
+            test_pairs: the same for the pairs ``evaluate`` measures, or None.
+            window: N, the model's window: prompt plus answer may be at most N + 1 tokens
+                (the model reads all but the last).
+            vocab_size: |V|; every id must lie in [0, |V|).
+            pad_id: the id written after the answer (its predictions are never counted).
+
+        Raises:
+            ValueError: if there are no pairs, a prompt or answer is empty, a pair is longer
+                than N + 1 tokens, or an id lies outside the vocabulary (the message names the
+                pair).
+        """
+        if not 0 <= pad_id < vocab_size:
+            raise ValueError(f"pad_id {pad_id} is outside the vocabulary [0, {vocab_size})")
+        self.window, self.vocab_size = window, vocab_size
+        self.inputs, self.targets, self.answer_mask = _pack_pairs(
+            "training", pairs, window, vocab_size, pad_id
+        )
+        self.test = (
+            None
+            if test_pairs is None
+            else _pack_pairs("test", test_pairs, window, vocab_size, pad_id)
+        )
+
+    def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
+        """B training pairs drawn with replacement.
+
+        Returns:
+            ``{"inputs": (B, N), "targets": (B, N), "answer_mask": (B, N) bool}``; the mask is
+            True where the target is an answer token.
+        """
+        indices = jax.random.randint(key, (batch_size,), 0, self.inputs.shape[0])
+        return {
+            "inputs": self.inputs[indices],
+            "targets": self.targets[indices],
+            "answer_mask": self.answer_mask[indices],
+        }
+
+    def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
+        """The mean cross-entropy over the answer tokens, and ``{"accuracy": ...}`` on them.
+
+        Raises:
+            ValueError: if the model's window or vocabulary differs from the task's.
+        """
+        config = model.config
+        if config.window < self.window or config.vocab_size != self.vocab_size:
+            raise ValueError(
+                f"the pairs were packed for a window of {self.window} and {self.vocab_size} "
+                f"symbols, but the model has a window of {config.window} and "
+                f"{config.vocab_size} symbols"
+            )
+        logits = model.batched(batch["inputs"])
+        targets, counted = batch["targets"], batch["answer_mask"]
+        count = jnp.maximum(counted.sum(), 1)
+        loss = jnp.where(counted, _cross_entropy(logits, targets), 0.0).sum() / count
+        accuracy = jnp.where(counted, logits.argmax(-1) == targets, False).sum() / count
+        return loss, {"accuracy": accuracy}
+
+    def evaluate(self, model) -> dict[str, float]:
+        """Answer-only loss, per-token accuracy and exact match on the test pairs.
+
+        Raises:
+            ValueError: if the task has no test pairs.
+        """
+        if self.test is None:
+            raise ValueError("this task has no test pairs to evaluate on")
+        loss, accuracy, exact = _pairs_figures(self, model)
+        return {"loss": float(loss), "accuracy": float(accuracy), "exact_match": float(exact)}
+
+
+def _pack_pairs(name: str, pairs, window: int, vocab_size: int, pad_id: int):
+    """``(inputs, targets, answer_mask)``, each (S, N), of one split's pairs, checked."""
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError(f"the {name} split has no pairs: give at least one (prompt, answer)")
+    sequences = np.full((len(pairs), window + 1), pad_id, np.int32)
+    counted = np.zeros((len(pairs), window), bool)
+    for s, (prompt, answer) in enumerate(pairs):
+        prompt, answer = np.asarray(prompt).ravel(), np.asarray(answer).ravel()
+        # An empty prompt leaves the first answer token with nothing to be predicted from.
+        if prompt.size == 0 or answer.size == 0:
+            part = "prompt" if prompt.size == 0 else "answer"
+            raise ValueError(f"pair {s} of the {name} split has an empty {part}")
+        length = prompt.size + answer.size
+        if length > window + 1:
+            raise ValueError(
+                f"pair {s} of the {name} split has {prompt.size} prompt and {answer.size} "
+                f"answer tokens, {length} in all: longer than the model's window of {window} "
+                f"plus the last token, {window + 1}"
+            )
+        ids = np.concatenate([prompt, answer])
+        if ids.dtype.kind not in "iu":
+            raise ValueError(f"pair {s} of the {name} split holds {ids.dtype} values, not ids")
+        if ids.min() < 0 or ids.max() >= vocab_size:
+            raise ValueError(
+                f"pair {s} of the {name} split has ids outside the vocabulary [0, {vocab_size}) "
+                f"(from {ids.min()} to {ids.max()})"
+            )
+        sequences[s, :length] = ids
+        # Position n predicts token n + 1: the answer's tokens are targets at n = |P| - 1 on.
+        counted[s, prompt.size - 1 : length - 1] = True
+    inputs, targets = inputs_and_targets(jnp.asarray(sequences))
+    return inputs, targets, jnp.asarray(counted)
+
+
+@eqx.filter_jit
+def _pairs_figures(task: SupervisedPairs, model):
+    inputs, targets, counted = task.test
+    batch = {"inputs": inputs, "targets": targets, "answer_mask": counted}
+    loss, metrics = task.loss(model, batch)
+    right = model.batched(inputs).argmax(-1) == targets
+    exact = jnp.all(right | ~counted, axis=1).mean()
+    return loss, metrics["accuracy"], exact

@@ -5,7 +5,8 @@
 * :func:`fit`: the loop, steps compiled in groups on the device, evaluation, checkpoints,
   callbacks, and placement on a device mesh as a mode;
 * :class:`History`: what a run records;
-* :func:`save_checkpoint` / :func:`load_checkpoint`: one file format for every model.
+* :func:`save_checkpoint` / :func:`load_checkpoint`: one file format for every model, and
+  :func:`save_adapter` / :func:`load_adapter`: a low-rank adapter alone, in the same format.
 
 What differs between chapters (the data, the batch, the loss, the evaluation) is a *task*, in
 :mod:`transformer_intro.tasks`.
@@ -15,8 +16,11 @@ from .checkpoints import (
     CheckpointError,
     CheckpointInfo,
     check_resumable,
+    load_adapter,
     load_checkpoint,
+    save_adapter,
     save_checkpoint,
+    weights_fingerprint,
 )
 from .history import History
 from .loop import Every, NonFiniteLoss, batch_key, fit, run_steps
@@ -35,8 +39,11 @@ __all__ = [
     "decay_mask",
     "fit",
     "gradients",
+    "load_adapter",
     "load_checkpoint",
     "run_steps",
+    "save_adapter",
     "save_checkpoint",
     "train_step",
+    "weights_fingerprint",
 ]

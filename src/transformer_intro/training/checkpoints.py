@@ -10,6 +10,12 @@ and the configuration builds the model (``config.build(key=key)``). A model clas
 registry with :func:`~transformer_intro.config.register_model` and needs no edit here; one
 defined outside :mod:`transformer_intro.models` must be imported before its checkpoint is loaded.
 
+A low-rank adapter is saved alone in the same format (:func:`save_adapter`): the header names
+the *base* model's class and configuration, and adds an ``adapter`` entry with the rank, the scale,
+the adapted projections and the SHA-256 of the base's arrays; the arrays are the factors R and Z
+only. :func:`load_adapter` puts them back onto a base model, and refuses one that is not the base
+they were trained on.
+
 A file that is not such a checkpoint, or that does not fit the run resuming from it, raises a
 :class:`CheckpointError` that says what is wrong and what to do.
 """
@@ -17,6 +23,7 @@ A file that is not such a checkpoint, or that does not fit the run resuming from
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -25,8 +32,10 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import numpy as np
 
 from .. import models  # noqa: F401  (importing the book's models registers them)
+from ..adapters import PROJECTIONS, LoRALanguageModel, projection_matrix
 from ..config import MODEL_CONFIGS
 from .history import History
 from .recipe import Recipe
@@ -36,8 +45,11 @@ __all__ = [
     "CheckpointInfo",
     "FORMAT",
     "check_resumable",
+    "load_adapter",
     "load_checkpoint",
+    "save_adapter",
     "save_checkpoint",
+    "weights_fingerprint",
 ]
 
 FORMAT = "transformer_intro checkpoint 2"
@@ -51,6 +63,9 @@ _HEADER_KEYS = (
     "step",
     "extra",
 )
+
+# What an adapter file's header adds, under "adapter" (a whole model's header has none).
+_ADAPTER_KEYS = ("rank", "scale", "parts", "base_sha256")
 
 
 class CheckpointError(ValueError):
@@ -158,6 +173,11 @@ def load_checkpoint(
     path = Path(path)
     with _open(path) as f:
         header = _read_header(f, path)
+        if header.get("adapter") is not None:
+            raise CheckpointError(
+                f"{path} holds a low-rank adapter alone, not a whole model: read it with "
+                "load_adapter(path, base), onto the model it was trained on."
+            )
         config_class = MODEL_CONFIGS[header["model_class"]]
         config = _from_fields(config_class, header["model_config"], "model configuration", path)
         model = config.build(key=jax.random.PRNGKey(0))  # weights overwritten below
@@ -173,6 +193,163 @@ def load_checkpoint(
             model, opt_state = _read_arrays(f, path, model, header["model_class"]), None
     info = CheckpointInfo(recipe, history, header["step"], header["extra"], opt_state, header)
     return model, info
+
+
+def weights_fingerprint(model: eqx.Module) -> str:
+    """The SHA-256, in hex, of every array of ``model``: its dtype, shape and bytes, in order.
+
+    Two models with the same fingerprint hold the same numbers bit for bit.
+    """
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(eqx.filter(model, eqx.is_array)):
+        array = np.asarray(leaf)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _factors(lora: LoRALanguageModel) -> tuple[dict[str, tuple], ...]:
+    """The trained arrays of the adapters, (R, Z) per projection per block: all that is saved."""
+    return tuple({part: (a.a, a.b) for part, a in block.items()} for block in lora.adapters)
+
+
+def save_adapter(
+    path: str | os.PathLike, lora: LoRALanguageModel, *, extra: dict[str, Any] | None = None
+) -> Path:
+    """Write the adapters of ``lora`` alone, R and Z, with the fingerprint of its base model.
+
+    The header is :func:`save_checkpoint`'s, describing the base model (its class and
+    configuration), plus ``adapter``: the rank r, the scale alpha / r, the adapted projections
+    and :func:`weights_fingerprint` of the base. Written atomically, as a checkpoint is.
+
+    Raises:
+        TypeError: if ``lora`` is not a :class:`~transformer_intro.adapters.LoRALanguageModel`.
+        ValueError: if an adapter's frozen W is no longer the base's matrix (trained with weight
+            decay on W?): the base model would not rebuild the adapted one.
+    """
+    if not isinstance(lora, LoRALanguageModel):
+        raise TypeError(f"save_adapter saves a LoRALanguageModel, got a {type(lora).__name__}")
+    base = lora.base
+    adapters = [a for block in lora.adapters for a in block.values()]
+    for i, block in enumerate(lora.adapters):
+        for part, adapter in block.items():
+            attention = base.blocks[i].attention
+            from_base = projection_matrix(getattr(attention, PROJECTIONS[part]), part)
+            if not np.array_equal(np.asarray(adapter.weight), np.asarray(from_base)):
+                raise ValueError(
+                    f"block {i}'s {part} adapter holds a W that differs from the base model's: "
+                    "the base would not rebuild this model; train with W frozen (no weight decay)"
+                )
+    header = {
+        "format": FORMAT,
+        "model_class": type(base).__name__,
+        "model_config": json.loads(base.config.to_json()),
+        "has_opt_state": False,
+        "recipe": None,
+        "history": None,
+        "step": None,
+        "extra": extra or {},
+        "adapter": {
+            "rank": adapters[0].rank,
+            "scale": adapters[0].scale,
+            "parts": list(lora.adapters[0]),
+            "base_sha256": weights_fingerprint(base),
+        },
+    }
+
+    def write(f):
+        f.write((json.dumps(header) + "\n").encode())
+        eqx.tree_serialise_leaves(f, _factors(lora))
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, write)
+    return path
+
+
+def load_adapter(
+    path: str | os.PathLike, base: eqx.Module
+) -> tuple[LoRALanguageModel, CheckpointInfo]:
+    """Put the adapters saved by :func:`save_adapter` onto ``base``: returns ``(lora, info)``.
+
+    Raises:
+        FileNotFoundError: if there is no file at ``path``.
+        CheckpointError: if the file is not an adapter file, is damaged or truncated, or was
+            trained on another base model: another class, configuration (the fields that differ
+            are named) or weights (the fingerprints are given).
+    """
+    path = Path(path)
+    with _open(path) as f:
+        header = _read_header(f, path)
+        adapter = header.get("adapter")
+        if adapter is None:
+            raise CheckpointError(
+                f"{path} holds a whole model, not a low-rank adapter: read it with load_checkpoint."
+            )
+        if not isinstance(adapter, dict) or set(adapter) != set(_ADAPTER_KEYS):
+            raise CheckpointError(
+                f"{path}'s adapter entry is not {', '.join(_ADAPTER_KEYS)}: the file is "
+                "damaged; save the adapter again."
+            )
+        name, saved_name = type(base).__name__, header["model_class"]
+        if saved_name != name:
+            raise CheckpointError(
+                f"{path} is an adapter for a {saved_name}, not a {name}: load it onto the "
+                "model it was trained on."
+            )
+        saved = _from_fields(
+            MODEL_CONFIGS[name], header["model_config"], "model configuration", path
+        )
+        _require_same_base(path, saved, base.config)
+        fingerprint = weights_fingerprint(base)
+        if fingerprint != adapter["base_sha256"]:
+            raise CheckpointError(
+                f"{path} is an adapter for a base model with other weights (SHA-256 "
+                f"{adapter['base_sha256'][:16]}... there, {fingerprint[:16]}... here; same "
+                "configuration): load it onto the model it was trained on."
+            )
+        try:
+            lora = LoRALanguageModel(
+                base,
+                adapter["rank"],
+                alpha=adapter["scale"] * adapter["rank"],
+                parts=tuple(adapter["parts"]),
+                key=jax.random.PRNGKey(0),  # R and Z overwritten below
+            )
+        except (TypeError, ValueError) as error:
+            raise CheckpointError(
+                f"{path}'s adapter entry is not valid ({error}): the file is damaged; save the "
+                "adapter again."
+            ) from error
+        scales = {a.scale for block in lora.adapters for a in block.values()}
+        if scales != {adapter["scale"]}:  # alpha = scale r did not give the scale back exactly
+            raise CheckpointError(
+                f"{path}'s scale {adapter['scale']!r} cannot be rebuilt exactly at rank "
+                f"{adapter['rank']}: save the adapter again."
+            )
+        factors = _read_arrays(f, path, _factors(lora), "low-rank adapter")
+        if f.read(1):
+            raise CheckpointError(
+                f"{path} has bytes after the adapter its header describes: the file is damaged; "
+                "save the adapter again."
+            )
+    lora = eqx.tree_at(
+        lambda m: [x for block in _factors(m) for pair in block.values() for x in pair],
+        lora,
+        [x for block in factors for pair in block.values() for x in pair],
+    )
+    info = CheckpointInfo(None, None, None, header["extra"], None, header)
+    return lora, info
+
+
+def _require_same_base(path: Path, saved, given) -> None:
+    """Raise naming each field of the base model's configuration that differs."""
+    changed = _changed_fields(saved, given)
+    if changed:
+        raise CheckpointError(
+            f"{path} is an adapter for a base model of another configuration "
+            f"({'; '.join(changed)}): load it onto the model it was trained on."
+        )
 
 
 def check_resumable(path: str | os.PathLike, model: eqx.Module, recipe: Recipe) -> None:
@@ -207,16 +384,21 @@ def check_resumable(path: str | os.PathLike, model: eqx.Module, recipe: Recipe) 
 
 def _require_same(path: Path, what: str, saved, given) -> None:
     """Raise naming each field of two dataclasses of one class that differs."""
-    changed = [
-        f"{f.name}: {getattr(saved, f.name)!r} there, {getattr(given, f.name)!r} here"
-        for f in dataclasses.fields(given)
-        if getattr(saved, f.name) != getattr(given, f.name)
-    ]
+    changed = _changed_fields(saved, given)
     if changed:
         raise CheckpointError(
             f"{path} was trained with a different {what} ({'; '.join(changed)}): resume with the "
             f"{what} it was trained with, or start afresh with another checkpoint_path."
         )
+
+
+def _changed_fields(saved, given) -> list[str]:
+    """``"name: saved there, given here"`` for each field of two dataclasses that differs."""
+    return [
+        f"{f.name}: {getattr(saved, f.name)!r} there, {getattr(given, f.name)!r} here"
+        for f in dataclasses.fields(given)
+        if getattr(saved, f.name) != getattr(given, f.name)
+    ]
 
 
 def _open(path: Path):
