@@ -85,6 +85,13 @@ DATES_RECIPE = Recipe(
 VALIDATION_WINDOWS = 512  # fixed windows spread evenly over the held-out plays (chapter 9)
 
 
+def _rows_drawn(key: PRNGKeyArray, batch_size: int, **arrays: Array) -> dict[str, Array]:
+    """The same B rows, drawn with replacement, of each of ``arrays`` (of equal length)."""
+    first = next(iter(arrays.values()))
+    indices = jax.random.randint(key, (batch_size,), 0, first.shape[0])
+    return {name: array[indices] for name, array in arrays.items()}
+
+
 def _cross_entropy(logits: Array, labels: Array) -> Array:
     """-log softmax(logits)[label] at every position: the loss of a categorical prediction."""
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
@@ -421,12 +428,13 @@ class SequenceToSequence(eqx.Module):
         Returns:
             ``{"sources": (B, N_s), "target_inputs": (B, N_t), "targets": (B, N_t)}``.
         """
-        indices = jax.random.randint(key, (batch_size,), 0, self.sources.shape[0])
-        return {
-            "sources": self.sources[indices],
-            "target_inputs": self.target_inputs[indices],
-            "targets": self.targets[indices],
-        }
+        return _rows_drawn(
+            key,
+            batch_size,
+            sources=self.sources,
+            target_inputs=self.target_inputs,
+            targets=self.targets,
+        )
 
     def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
         """The mean cross-entropy over real target tokens, and ``{"accuracy": ...}`` per token."""
@@ -543,12 +551,9 @@ class SupervisedPairs(eqx.Module):
             ``{"inputs": (B, N), "targets": (B, N), "answer_mask": (B, N) bool}``; the mask is
             True where the target is an answer token.
         """
-        indices = jax.random.randint(key, (batch_size,), 0, self.inputs.shape[0])
-        return {
-            "inputs": self.inputs[indices],
-            "targets": self.targets[indices],
-            "answer_mask": self.answer_mask[indices],
-        }
+        return _rows_drawn(
+            key, batch_size, inputs=self.inputs, targets=self.targets, answer_mask=self.answer_mask
+        )
 
     def loss(self, model, batch: dict[str, Array]) -> tuple[Array, dict[str, Array]]:
         """The mean cross-entropy over the answer tokens, and ``{"accuracy": ...}`` on them.

@@ -47,13 +47,19 @@ def text_of(printer, pdf: Path) -> str:
     return re.sub(r"\s+", " ", " ".join(page.extract_text() or "" for page in reader.pages))
 
 
+def printed(printer, folder: Path, second: str) -> tuple[Path, dict]:
+    """The small page, its second chapter saying ``second``, printed to a PDF in ``folder``."""
+    page = folder / "print.html"
+    page.write_text(PAGE.format(second=second))
+    data, report = printer.print_page(page)
+    pdf = folder / "out.pdf"
+    pdf.write_bytes(data)
+    return pdf, report
+
+
 def test_solutions_move_to_the_end_of_their_chapter(tmp_path):
     printer = load_printer()
-    page = tmp_path / "print.html"
-    page.write_text(PAGE.format(second="More prose."))
-    data, report = printer.print_page(page)
-    pdf = tmp_path / "out.pdf"
-    pdf.write_bytes(data)
+    pdf, report = printed(printer, tmp_path, "More prose.")
     text = text_of(printer, pdf)
     assert report["moved"] == 2
     assert report["chapters"] == ["1. First chapter", "2. Second chapter"]
@@ -68,11 +74,7 @@ def test_solutions_move_to_the_end_of_their_chapter(tmp_path):
 
 def test_the_checks_reject_a_missing_chapter_and_an_unresolved_reference(tmp_path):
     printer = load_printer()
-    page = tmp_path / "print.html"
-    page.write_text(PAGE.format(second="See section ??."))
-    data, report = printer.print_page(page)
-    pdf = tmp_path / "out.pdf"
-    pdf.write_bytes(data)
+    pdf, report = printed(printer, tmp_path, "See section ??.")
     report = {**report, "chapters": report["chapters"] + ["3. A chapter never written"]}
     found = printer.problems(pdf, report, min_pages=50)
     assert any("A chapter never written" in p for p in found)
