@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import zlib
 from pathlib import Path
 
@@ -166,7 +167,17 @@ def export_model(name: str, out_dir: str | Path = OUT_DIR, checkpoints: Path | N
     )
     out = Path(out_dir) / f"{name}.js"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="ascii")
+    # Written beside the old file and moved over it only once it reads back as the weights it
+    # should hold, so a failed export leaves the committed file as it was.
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="ascii")
+    _, stored = read_export(tmp)
+    stored_flat = np.concatenate([stored[t["name"]].reshape(-1) for t in index])
+    expected = flat if encoding == "float32" else flat.astype(np.float16)
+    if not np.array_equal(stored_flat, expected.astype(stored_flat.dtype)):
+        tmp.unlink()
+        raise ValueError(f"{tmp} does not read back as the weights of {source}")
+    os.replace(tmp, out)
     return out
 
 
