@@ -11,11 +11,11 @@ page also works from file://, and only asks for local files.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from infer_helpers import open_with_model, start_widget
 from test_offline import non_local
 
 pytestmark = pytest.mark.browser
@@ -24,10 +24,6 @@ PAGE = "book/08_vision_transformer.html"
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINT = REPO / "book" / "checkpoints" / "vit_default.eqx"
 TOLERANCE = 1e-4
-LOAD = (
-    "const done = arguments[arguments.length - 1];"
-    "bookModels.load('vit').then(() => done('ok'), (e) => done('error: ' + e.message));"
-)
 # A 7 drawn in canvas coordinates (the canvas is 280 x 280): the bar, then the stem.
 STROKES = [
     [(70, 60), (110, 58), (150, 57), (200, 58), (205, 62)],
@@ -54,13 +50,8 @@ def reference():
 
 @pytest.fixture
 def page(driver, book_server):
-    """The chapter from the local server with its model loaded (loaded again if a test left)."""
-    url = book_server.url + PAGE
-    loaded = "return !!(window.bookModels && bookModels.models.vit);"
-    if driver.current_url != url or not driver.execute_script(loaded):
-        driver.get(url)
-        assert driver.execute_async_script(LOAD) == "ok"
-    return driver
+    """The chapter from the local server with its model loaded."""
+    return open_with_model(driver, book_server.url + PAGE, "vit")
 
 
 def page_logits(driver, pixels: np.ndarray) -> np.ndarray:
@@ -115,16 +106,6 @@ def test_speed(page, reference):
     assert ms < 500
 
 
-def _start_widget(driver):
-    driver.execute_script(
-        "document.querySelector('div.book-infer[data-model=vit] button.bi-start')?.click()"
-    )
-    deadline = time.monotonic() + 30
-    while not driver.execute_script("return !!(bookModels.widgets.vit || {}).result"):
-        assert time.monotonic() < deadline, "the digit widget did not start"
-        time.sleep(0.1)
-
-
 def _replay(driver, strokes):
     """Draw the strokes with pointer events dispatched on the canvas."""
     driver.execute_script(
@@ -154,7 +135,7 @@ def test_drawing_is_prepared_like_mnist(page, reference):
     from transformer_intro.export import prepare_drawing
 
     model, _, _ = reference
-    _start_widget(page)
+    start_widget(page, "vit", "result", timeout=30)
     _replay(page, STROKES)
     state = page.execute_script(
         "const s = bookModels.widgets.vit;"
@@ -175,7 +156,7 @@ def test_drawing_is_prepared_like_mnist(page, reference):
 def test_works_from_file_and_stays_local(html_dir, driver):
     driver.get_log("performance")
     driver.get((html_dir / PAGE).as_uri())
-    _start_widget(driver)
+    start_widget(driver, "vit", "result", timeout=30)
     digits = driver.execute_script(
         "return bookModels.models.vit.digits().map((d) => bookModels.models.vit.predict(d.pixels));"
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from infer_helpers import open_with_model, start_widget
 from test_offline import non_local
 
 pytestmark = pytest.mark.browser
@@ -24,10 +25,6 @@ PAGE = "book/09_language_model.html"
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINT = REPO / "book" / "checkpoints" / "shakespeare_lm.eqx"
 TOLERANCE = 1e-4
-LOAD = (
-    "const done = arguments[arguments.length - 1];"
-    "bookModels.load('lm').then(() => done('ok'), (e) => done('error: ' + e.message));"
-)
 PROMPTS = ["ROMEO.\n", "KING.\n", "HAMLET.\nTo be, or not to be"]
 LENGTH = 150  # characters: longer than the window, so the cache is rebuilt on the way
 
@@ -56,13 +53,8 @@ def reference():
 
 @pytest.fixture
 def page(driver, book_server):
-    """The chapter from the local server with its model loaded (loaded again if a test left)."""
-    url = book_server.url + PAGE
-    loaded = "return !!(window.bookModels && bookModels.models.lm);"
-    if driver.current_url != url or not driver.execute_script(loaded):
-        driver.get(url)
-        assert driver.execute_async_script(LOAD) == "ok"
-    return driver
+    """The chapter from the local server with its model loaded."""
+    return open_with_model(driver, book_server.url + PAGE, "lm")
 
 
 def page_logits(driver, inputs: np.ndarray) -> np.ndarray:
@@ -141,13 +133,7 @@ def test_widget_steps_and_shows_attention(html_dir, driver):
     """From file://: start the widget, step, and read the distribution and the attention."""
     driver.get_log("performance")
     driver.get((html_dir / PAGE).as_uri())
-    driver.execute_script(
-        "document.querySelector('div.book-infer[data-model=lm] button.bi-start')?.click()"
-    )
-    deadline = time.monotonic() + 60
-    while not driver.execute_script("return !!(bookModels.widgets.lm || {}).run"):
-        assert time.monotonic() < deadline, "the language-model widget did not start"
-        time.sleep(0.2)
+    start_widget(driver, "lm", "run", timeout=60)
     driver.execute_script(
         "const b = [...document.querySelectorAll('div.book-infer button')]"
         ".find((x) => x.textContent === 'Step'); for (let i = 0; i < 5; i++) b.click();"

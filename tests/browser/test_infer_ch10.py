@@ -10,11 +10,11 @@ page) must break both comparisons. The widget works from file:// and asks only f
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from infer_helpers import open_with_model, start_widget
 from test_offline import non_local
 
 pytestmark = pytest.mark.browser
@@ -23,10 +23,6 @@ PAGE = "book/10_encoder_decoder.html"
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINT = REPO / "book" / "checkpoints" / "dates_model.eqx"
 TOLERANCE = 1e-4
-LOAD = (
-    "const done = arguments[arguments.length - 1];"
-    "bookModels.load('dates').then(() => done('ok'), (e) => done('error: ' + e.message));"
-)
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +52,8 @@ def reference():
 
 @pytest.fixture
 def page(driver, book_server):
-    """The chapter from the local server with its model loaded (loaded again if a test left)."""
-    url = book_server.url + PAGE
-    loaded = "return !!(window.bookModels && bookModels.models.dates);"
-    if driver.current_url != url or not driver.execute_script(loaded):
-        driver.get(url)
-        assert driver.execute_async_script(LOAD) == "ok"
-    return driver
+    """The chapter from the local server with its model loaded."""
+    return open_with_model(driver, book_server.url + PAGE, "dates")
 
 
 def largest_difference(driver, reference) -> float:
@@ -112,13 +103,7 @@ def test_a_transposed_value_map_is_caught(page, reference):
 def test_widget_from_file(html_dir, driver):
     driver.get_log("performance")
     driver.get((html_dir / PAGE).as_uri())
-    driver.execute_script(
-        "document.querySelector('div.book-infer[data-model=dates] button.bi-start')?.click()"
-    )
-    deadline = time.monotonic() + 30
-    while not driver.execute_script("return !!(bookModels.widgets.dates || {}).result"):
-        assert time.monotonic() < deadline, "the dates widget did not start"
-        time.sleep(0.1)
+    start_widget(driver, "dates", "result", timeout=30)
     driver.execute_script(
         "const i = document.querySelector('div.book-infer input.bi-date');"
         "i.value = '22 April 2019'; i.dispatchEvent(new Event('input'));"
