@@ -4,7 +4,8 @@
 * :func:`train_step`: one step, the loss's gradient and the optimiser's update;
 * :func:`fit`: the loop, steps compiled in groups on the device, evaluation, checkpoints,
   callbacks, and placement on a device mesh as a mode;
-* :class:`History`: what a run records;
+* :class:`History`: what a run records, and :func:`retrace`: a saved run's first steps trained
+  again and checked against its history;
 * :func:`save_checkpoint` / :func:`load_checkpoint`: one file format for every model, and
   :func:`save_adapter` / :func:`load_adapter`: a low-rank adapter alone, in the same format.
 
@@ -23,7 +24,16 @@ from .checkpoints import (
     weights_fingerprint,
 )
 from .history import History
-from .loop import Every, NonFiniteLoss, batch_key, fit, run_steps
+from .loop import (
+    Every,
+    NonFiniteLoss,
+    RunDiverged,
+    batch_key,
+    fit,
+    loss_differences,
+    retrace,
+    run_steps,
+)
 from .recipe import Recipe, decay_mask
 from .step import gradients, train_step
 
@@ -34,6 +44,7 @@ __all__ = [
     "History",
     "NonFiniteLoss",
     "Recipe",
+    "RunDiverged",
     "batch_key",
     "check_resumable",
     "decay_mask",
@@ -41,6 +52,8 @@ __all__ = [
     "gradients",
     "load_adapter",
     "load_checkpoint",
+    "loss_differences",
+    "retrace",
     "run_steps",
     "save_adapter",
     "save_checkpoint",

@@ -22,16 +22,29 @@ import numpy as np
 from tqdm import tqdm  # plain text bar: no widget JavaScript, the same in a terminal and a notebook
 
 from .. import parallel
-from .checkpoints import check_resumable, load_checkpoint, save_checkpoint
+from .checkpoints import CheckpointError, check_resumable, load_checkpoint, save_checkpoint
 from .history import History
 from .recipe import Recipe
 from .step import train_step
 
-__all__ = ["Every", "NonFiniteLoss", "batch_key", "fit", "run_steps"]
+__all__ = [
+    "Every",
+    "NonFiniteLoss",
+    "RunDiverged",
+    "batch_key",
+    "fit",
+    "loss_differences",
+    "retrace",
+    "run_steps",
+]
 
 
 class NonFiniteLoss(ValueError):
     """Training stopped because the loss became NaN or infinite."""
+
+
+class RunDiverged(ValueError):
+    """A run's first steps, trained again, did not retrace the saved run's training losses."""
 
 
 def batch_key(seed: int, step) -> jax.Array:
@@ -209,6 +222,86 @@ def fit(
     if checkpoint_path is not None:
         save()
     return model, history
+
+
+def retrace(
+    model,
+    task,
+    checkpoint_path: str | os.PathLike,
+    *,
+    steps: int,
+    rtol: float = 1e-3,
+    callbacks: Sequence[Callable] = (),
+    progress: bool = True,
+):
+    """Train the first ``steps`` steps of the run saved at ``checkpoint_path`` again; check them.
+
+    The saved run's own recipe is used (its seed, batches and whole learning-rate schedule), so
+    step t here is step t there. Every training loss logged over the same steps in both runs must
+    agree to ``rtol``: a run from another seed, another starting model or other data differs by
+    percents, while the same run on another processor differs in the last bits only.
+
+    Args:
+        model: the starting model of the saved run (built from the same configuration and key).
+        task: the saved run's task.
+        checkpoint_path: a checkpoint written with the run's recipe and history.
+        steps: how many of its first steps to train; at most the saved run's steps.
+        rtol: the largest relative difference allowed between two logged losses.
+        callbacks: as :func:`fit`'s, called during the steps trained here.
+        progress: show a progress bar.
+
+    Returns:
+        ``(saved_model, info, retraced)``: the saved run's final model and checkpoint info, and the
+        history of the steps trained here (:func:`loss_differences` compares it with the saved one).
+
+    Raises:
+        CheckpointError: if the checkpoint holds no recipe or no history.
+        ValueError: if ``steps`` is not between 1 and the saved run's steps.
+        RunDiverged: if a logged loss differs by more than ``rtol``, or no logged span is shared.
+    """
+    saved_model, info = load_checkpoint(checkpoint_path)
+    if info.recipe is None or info.history is None:
+        raise CheckpointError(
+            f"{checkpoint_path} holds no recipe or no history: save_checkpoint(..., recipe=, "
+            "history=) writes both, and a run can only be retraced from them"
+        )
+    if not 1 <= steps <= info.recipe.steps:
+        raise ValueError(
+            f"steps must be between 1 and the saved run's {info.recipe.steps}, got {steps}"
+        )
+    stop = Every(steps, lambda step, model, history: True)
+    _, retraced = fit(model, task, info.recipe, callbacks=[*callbacks, stop], progress=progress)
+    differences = loss_differences(retraced, info.history)
+    if not differences:
+        raise RunDiverged(
+            f"no logged span of the first {steps} steps matches one of {checkpoint_path}'s history"
+        )
+    worst = max(differences, key=differences.get)
+    if differences[worst] > rtol:
+        raise RunDiverged(
+            f"steps {worst[0] + 1} to {worst[1]} logged a training loss {differences[worst]:.2e} "
+            f"(relative) away from {checkpoint_path}'s, more than rtol={rtol:g}: this is not the "
+            "saved run (another starting model, seed, recipe or data?)"
+        )
+    return saved_model, info, retraced
+
+
+def loss_differences(history: History, other: History) -> dict[tuple[int, int], float]:
+    """The relative difference of the training loss over each span of steps both histories logged.
+
+    A span ``(a, b)`` is steps a+1 to b; a logged loss is the mean over its span, so only spans
+    with the same ends are compared.
+    """
+
+    def spans(h: History) -> dict[tuple[int, int], float]:
+        starts = [0] + h.step[:-1]
+        return dict(zip(zip(starts, h.step), h.train_loss))
+
+    mine, theirs = spans(history), spans(other)
+    return {
+        span: abs(mine[span] - theirs[span]) / abs(theirs[span])
+        for span in mine.keys() & theirs.keys()
+    }
 
 
 def _non_finite_loss(losses, step, bad, last_finite, checkpoint_path, saved_step) -> NonFiniteLoss:
