@@ -31,11 +31,15 @@ from transformer_intro.training import (
     Every,
     History,
     Recipe,
+    RunDiverged,
     fit,
     load_checkpoint,
+    loss_differences,
+    retrace,
     save_checkpoint,
     train_step,
 )
+from transformer_intro.training.checkpoints import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_VIT = ViTConfig(
@@ -269,6 +273,45 @@ def test_resuming_from_a_checkpoint_replays_the_same_batches(image_task, tmp_pat
             resume=True,
             progress=False,
         )
+
+
+def test_retrace_checks_a_saved_runs_first_steps_and_rejects_another_run(image_task, tmp_path):
+    recipe = small_recipe()
+    init = VisionTransformer(TINY_VIT.replace(num_classes=4), key=jax.random.PRNGKey(0))
+    whole, history = fit(init, image_task, recipe, progress=False)
+    path = tmp_path / "run.eqx"
+    save_checkpoint(path, whole, recipe=recipe, history=history, step=recipe.steps)
+    seen = []
+    saved, info, first = retrace(
+        init,
+        image_task,
+        path,
+        steps=8,
+        progress=False,
+        callbacks=[lambda step, model, h: seen.append(step)],
+    )
+    assert first.step == [4, 8] and seen == [4, 8]
+    assert same(saved, whole) and info.history == history
+    assert max(loss_differences(first, history).values()) < 1e-6
+    # Negative controls: another starting model, and other data, are not the saved run.
+    other = VisionTransformer(TINY_VIT.replace(num_classes=4), key=jax.random.PRNGKey(1))
+    with pytest.raises(RunDiverged, match="not the saved run"):
+        retrace(other, image_task, path, steps=8, progress=False)
+    shifted = ImageClassification(digits(seed=2), digits(32, seed=1), max_shift=1)
+    with pytest.raises(RunDiverged, match="steps 1 to 4"):
+        retrace(init, shifted, path, steps=4, progress=False)
+    with pytest.raises(ValueError, match="between 1 and the saved run's 12"):
+        retrace(init, image_task, path, steps=13, progress=False)
+    bare = tmp_path / "bare.eqx"
+    save_checkpoint(bare, whole)
+    with pytest.raises(CheckpointError, match="no recipe or no history"):
+        retrace(init, image_task, bare, steps=4, progress=False)
+
+
+def test_loss_differences_compares_only_the_same_spans():
+    a = History(step=[4, 8, 12], train_loss=[2.0, 1.0, 0.5])
+    b = History(step=[4, 12], train_loss=[2.2, 0.5])
+    assert loss_differences(a, b) == pytest.approx({(0, 4): 0.2 / 2.2})
 
 
 def test_callbacks_run_between_calls(image_task):
