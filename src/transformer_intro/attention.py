@@ -124,8 +124,12 @@ def dot_product_attention_weights(x: Float[Array, "N D"], **kwargs) -> Float[Arr
     return attention_weights(x, x, **kwargs)
 
 
-def attend(x: Float[Array, "N D"], weights: Float[Array, "N N"]) -> Float[Array, "N D"]:
-    """Each output token is the weighted average ``y_n = Σ_n' x_n' A[n', n]`` (maths: Y = X A)."""
+def attend(x: Float[Array, "M D"], weights: Float[Array, "M N"]) -> Float[Array, "N D"]:
+    """Each output token is the weighted average ``y_n = Σ_n' x_n' A[n', n]`` (maths: Y = X A).
+
+    M inputs and N outputs: M = N in self-attention; in cross-attention the inputs are the
+    other sequence's tokens.
+    """
     return weights.T @ x
 
 

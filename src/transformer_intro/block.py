@@ -153,7 +153,7 @@ class TransformerBlock(eqx.Module):
     def batched(
         self,
         x: Float[Array, "B N D"],
-        mask: Bool[Array, "N N"] | None = None,
+        mask: Bool[Array, "N N"] | Bool[Array, "B N N"] | None = None,
         *,
         num_outputs: int | None = None,
     ) -> Float[Array, "B Q D"]:
@@ -169,7 +169,7 @@ class TransformerBlock(eqx.Module):
     def attention_residual_batched(
         self,
         x: Float[Array, "B N D"],
-        mask: Bool[Array, "N N"] | None = None,
+        mask: Bool[Array, "N N"] | Bool[Array, "B N N"] | None = None,
         *,
         num_outputs: int | None = None,
     ) -> Float[Array, "B Q D"]:

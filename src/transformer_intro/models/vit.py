@@ -239,8 +239,8 @@ class VisionTransformer(eqx.Module):
                 f"expected an image of shape ({c}, {s}, {s}), got {tuple(image_shape)}"
             )
 
-    def tokens(self, image: Float[Array, "C H W"]) -> Float[Array, "N+1 D"]:
-        """The initial representation ``X^(0)``: class token, then position-embedded patches."""
+    def tokens(self, image: Float[Array, "C H W"]) -> Float[Array, "T D"]:
+        """The initial representation ``X^(0)``: the class token, then the N patches (T = N + 1)."""
         self._check_image(image.shape)
         patches = self.position_embedding(self.tokeniser(image))
         return jnp.concatenate([self.class_token[None], patches], axis=0)

@@ -1,0 +1,114 @@
+"""The package's shape annotations, checked at run time on the models' main calls.
+
+The annotations (jaxtyping's ``Float[Array, "B N D"]`` and the like) document every shape but
+are not checked when the package runs. This script imports the package under jaxtyping's import
+hook with beartype, so that every annotated function checks its arguments and result, and traces
+each model's main methods on tiny configurations with ``jax.eval_shape`` (the checks run while
+tracing, so nothing needs compiling). It prints a JSON object on its last line: the calls that
+passed, and the errors of those that did not. tests/test_annotations.py runs it in a subprocess
+(the hook must be installed before the package is first imported) and asserts on it.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+
+import jaxtyping
+
+with jaxtyping.install_import_hook("transformer_intro", "beartype.beartype"):
+    import transformer_intro  # noqa: F401
+    from transformer_intro import EncoderDecoder, LanguageModel, LMConfig, VisionTransformer
+    from transformer_intro.adapters import LoRALanguageModel
+    from transformer_intro.attention import causal_mask
+    from transformer_intro.block import TransformerBlock
+    from transformer_intro.models import ViTConfig
+    from transformer_intro.models.language_model import cached_logits, generate
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+KEY = jax.random.PRNGKey(0)
+TINY_VIT = ViTConfig(
+    image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32, num_classes=4
+)
+TINY_LM = LMConfig(vocab_size=11, window=8, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
+# The Llama family's options: RMSNorm, a gated MLP, grouped key-value heads, rotary halves.
+TINY_LLAMA = TINY_LM.replace(
+    norm="rms",
+    mlp="gated",
+    activation="silu",
+    mlp_bias=False,
+    num_heads=4,
+    num_kv_heads=2,
+    rotary_layout="half",
+    tied_embeddings=True,
+)
+
+
+def calls():
+    """(name, thunk) for each checked call; each thunk returns an array or a tuple of them."""
+    vit = VisionTransformer(TINY_VIT, key=KEY)
+    images = jnp.zeros((3, 1, 8, 8))
+    yield "VisionTransformer.__call__", lambda: vit(images[0])
+    yield "VisionTransformer.batched", lambda: vit.batched(images)
+
+    block = TransformerBlock(16, 2, 32, key=KEY)
+    x = jnp.ones((3, 5, 16))
+    yield "TransformerBlock.__call__", lambda: block(x[0], causal_mask(5))
+    yield "TransformerBlock.batched", lambda: block.batched(x, causal_mask(5))
+    yield "TransformerBlock.batched, two outputs", lambda: block.batched(x, num_outputs=2)
+
+    symbols = jnp.array([1, 4, 2, 9, 0], jnp.int32)
+    for name, config in (("LanguageModel", TINY_LM), ("LanguageModel (Llama options)", TINY_LLAMA)):
+        lm = LanguageModel(config, key=KEY)
+        yield f"{name}.__call__", lambda lm=lm: lm(symbols)
+        yield f"{name}.batched", lambda lm=lm: lm.batched(jnp.stack([symbols, symbols]))
+        yield f"{name}.extend", lambda lm=lm: lm.extend(symbols, lm.empty_cache(), 0)
+        yield f"{name}, cached_logits", lambda lm=lm: cached_logits(lm, symbols, 2)
+        yield f"{name}, generate", lambda lm=lm: generate(lm, symbols[:3], 6, KEY, top_k=3)
+
+    lora = LoRALanguageModel(LanguageModel(TINY_LM, key=KEY), 2, key=KEY)
+    yield "LoRALanguageModel.__call__", lambda: lora(symbols)
+
+    model = EncoderDecoder(
+        13,
+        9,
+        max_source_length=7,
+        max_target_length=6,
+        token_dim=16,
+        num_heads=2,
+        mlp_hidden_dim=24,
+        encoder_layers=1,
+        decoder_layers=1,
+        key=KEY,
+    )
+    sources = jnp.array([[3, 4, 5, 0, 0, 0, 0], [6, 7, 8, 9, 10, 0, 0]], jnp.int32)
+    targets = jnp.array([[1, 2, 3, 4], [1, 5, 6, 7]], jnp.int32)
+    yield "EncoderDecoder.__call__", lambda: model(sources[0], targets[0])
+    yield "EncoderDecoder.batched", lambda: model.batched(sources, targets)
+    yield "EncoderDecoder.greedy_decode", lambda: model.greedy_decode(sources, 1, 5)
+
+
+def main() -> dict:
+    passed, failed = [], {}
+    for name, thunk in calls():
+        try:
+            jax.eval_shape(thunk)
+            passed.append(name)
+        except Exception as error:  # noqa: BLE001 - every failure is reported, not raised
+            failed[name] = "".join(traceback.format_exception_only(error))[-2000:]
+    # The control: a wrong shape is caught by the hook itself, so the checks above were live.
+    vit = VisionTransformer(TINY_VIT, key=KEY)
+    try:
+        vit.batched(jnp.zeros((1, 8, 8)))
+        control = "no error"
+    except jaxtyping.TypeCheckError as error:
+        control = type(error).__name__
+    except Exception as error:  # noqa: BLE001
+        control = f"{type(error).__name__}: {error}"
+    return {"passed": passed, "failed": failed, "control": control}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))

@@ -1,0 +1,41 @@
+"""The package's shape annotations hold on the models' main calls (tests/annotation_checks.py).
+
+jaxtyping's import hook must be installed before the package is first imported, and this test
+session has imported it already, so the checks run in a subprocess that prints JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "annotation_checks.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_checker_is_live(report):
+    # A ViT given an image without its channel axis: the annotation, not the model, refuses it.
+    assert report["control"] == "TypeCheckError"
+
+
+def test_every_checked_call_matches_its_annotations(report):
+    assert report["failed"] == {}
+    assert len(report["passed"]) >= 19  # every model's main calls
