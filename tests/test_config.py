@@ -9,6 +9,7 @@ the package, with no edit to training.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 
 import equinox as eqx
@@ -246,13 +247,13 @@ def test_generation_helpers_are_importable_but_not_the_model_modules_public_name
     assert not {"cached_logits", "time_generation"} & set(language_model.__all__)
 
 
-def test_the_multi_process_demos_model_and_data_keep_their_old_import_path():
+def test_the_multi_process_demos_model_and_data_live_below_training():
     from transformer_intro.datasets.synthetic import synthetic_digits
     from transformer_intro.models import CONFIGS, SMALL_VIT
-    from transformer_intro.training import distributed
 
-    assert distributed.SMALL_VIT is SMALL_VIT is CONFIGS["small"]
-    assert distributed.synthetic_digits is synthetic_digits
+    assert SMALL_VIT is CONFIGS["small"]
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("transformer_intro.training.distributed")
     images, labels = synthetic_digits(5, seed=1)
     assert images.shape == (5, 28, 28) and images.dtype == np.uint8 and labels.dtype == np.int32
     assert np.array_equal(images, synthetic_digits(5, seed=1)[0])

@@ -155,7 +155,7 @@ DECLARED = [
     "block.py", "parallel.py", "tasks.py", "datasets/mnist.py", "relations/recurrence.py",
     "models/__init__.py", "models/vit.py", "models/language_model.py",
     "models/encoder_decoder.py", "training/__init__.py", "training/checkpoints.py",
-    "training/distributed.py", "training/history.py", "training/loop.py", "training/recipe.py",
+    "training/history.py", "training/loop.py", "training/recipe.py",
     "training/step.py", "config.py", "parameters.py", "datasets/synthetic.py",
     "demos/multi_process.py",
 ]  # fmt: skip
