@@ -6,13 +6,11 @@ session has imported it already, so the checks run in a subprocess that prints J
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_report import json_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,15 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def report() -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "annotation_checks.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json_report(ROOT / "tests" / "annotation_checks.py", env)
 
 
 def test_the_checker_is_live(report):

@@ -8,7 +8,6 @@ already started it with one device. So the 8-device checks run in a subprocess
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -19,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
+from script_report import json_report
 
 from transformer_intro import VisionTransformer
 from transformer_intro.datasets.synthetic import synthetic_digits
@@ -53,15 +53,7 @@ def _env(devices: int | None = None) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def checks() -> dict:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "parallel_checks.py")],
-        env=_env(8),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json_report(ROOT / "tests" / "parallel_checks.py", _env(8))
 
 
 def test_the_subprocess_has_eight_devices_and_this_one_keeps_one(checks):
