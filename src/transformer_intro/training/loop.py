@@ -239,7 +239,8 @@ def retrace(
     The saved run's own recipe is used (its seed, batches and whole learning-rate schedule), so
     step t here is step t there. Every training loss logged over the same steps in both runs must
     agree to ``rtol``: a run from another seed, another starting model or other data differs by
-    percents, while the same run on another processor differs in the last bits only.
+    percents, while the same run on another processor differs in the last bits only. The steps
+    run with float32 matrix products (``default_matmul_precision("highest")``), also on a GPU.
 
     Args:
         model: the starting model of the saved run (built from the same configuration and key).
@@ -270,7 +271,10 @@ def retrace(
             f"steps must be between 1 and the saved run's {info.recipe.steps}, got {steps}"
         )
     stop = Every(steps, lambda step, model, history: True)
-    _, retraced = fit(model, task, info.recipe, callbacks=[*callbacks, stop], progress=progress)
+    # Full float32 products: on a GPU the default (TF32) rounds each product far more coarsely
+    # than the float32 run being compared with; on a CPU the two are the same arithmetic.
+    with jax.default_matmul_precision("highest"):
+        _, retraced = fit(model, task, info.recipe, callbacks=[*callbacks, stop], progress=progress)
     differences = loss_differences(retraced, info.history)
     if not differences:
         raise RunDiverged(
