@@ -9,7 +9,7 @@ device of every process, and train the small ViT of the test suite for a few ste
 ``training.fit`` on that mesh. Each process prints what it sees: its own devices, all devices,
 the rows of each batch its devices hold, and the losses. Process 0 writes the losses and the final
 parameters to ``--out`` (an .npz file) so that the run can be compared with one process (book
-chapter 12 does, and so does ``tests/test_parallel.py``).
+chapter 12 does).
 
 The launcher waits at most ``--timeout`` seconds; if a process fails or the time runs out it
 stops every process it started, prints the end of the failing process's error output, and exits

@@ -1,6 +1,6 @@
 """scripts/two_processes.py, the launcher chapter 12 runs: it stops every process it started and
-says why when the run fails. (A whole two-process run is chapter 12's cell, under nbval, and
-tests/test_parallel.py::test_two_processes_train_as_one.)"""
+says why when the run fails. (A whole two-process run, compared with one process, is chapter 12's
+cell, under nbval.)"""
 
 from __future__ import annotations
 
