@@ -9,13 +9,43 @@ the whole test session asks for full float32 matrix products. A CPU ignores the 
 why tests/test_precision.py checks that the request reaches the compiled program. Training code
 keeps JAX's fast default; chapters 1 to 7 of the book set the same policy in their first cell.
 
+The compile effort. On a CPU, most unit tests spend their time compiling small programs that then
+run a few times, so XLA is asked not to optimise much (``jax_disable_most_optimizations``: LLVM's
+optimisation level 0, no expensive passes), as Flax's own tests do. Measured on two cores with
+no compilation cache, tests/test_encoder_decoder.py alone: 78 s against 128 s. A module marked
+``optimised_programs`` (the pretrained model's, whose 135 million parameters make running, not
+compiling, the cost: 264 s against 240 s without the setting, in ``make unit``) gets XLA's full
+effort, as does every module on a GPU. The chapters, run by nbval in their own kernels, keep JAX's
+defaults: what a reader runs is tested as the reader runs it.
+
 The command-line option of the browser test also lives here: pytest parses the command line
 before it collects tests/browser/, so the option must be registered by a conftest it loads first.
 """
 
 import jax
+import pytest
 
 jax.config.update("jax_default_matmul_precision", "highest")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compile_effort(request):
+    # Module scope, and autouse: set before the module's own fixtures compile anything.
+    optimise = (
+        request.node.get_closest_marker("optimised_programs") is not None
+        or jax.default_backend() != "cpu"
+    )
+    jax.config.update("jax_disable_most_optimizations", not optimise)
+    yield
+    jax.config.update("jax_disable_most_optimizations", False)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "optimised_programs: compile this module's programs with XLA's full optimisation on a CPU "
+        "(running them, not compiling them, is what takes its time)",
+    )
 
 
 def pytest_addoption(parser):

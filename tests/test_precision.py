@@ -64,6 +64,12 @@ def test_session_asks_for_full_float32_matrix_products():
     assert jax.config.jax_default_matmul_precision == "highest"
 
 
+def test_on_a_cpu_the_unit_tests_compile_with_little_optimisation():
+    # tests/conftest.py; a module marked optimised_programs gets XLA's full effort
+    # (tests/test_pretrained.py checks its own).
+    assert jax.config.values["jax_disable_most_optimizations"] == (jax.default_backend() == "cpu")
+
+
 @pytest.mark.parametrize("f", [batched, vmapped_definition])
 def test_every_matrix_product_is_compiled_at_highest_precision(layer, batch, f):
     precisions = dot_precisions(f, layer, batch)

@@ -45,6 +45,10 @@ STRINGS = [
     "Ünïcödé naïve café, Ελληνικά, русский, עברית, العربية",
 ]
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+
+# Running the 135-million-parameter model, not compiling it, is what takes this file's time.
+pytestmark = pytest.mark.optimised_programs
+
 PROMPTS = [
     ("The three primary colours are", False),
     ("Once upon a time, in a small village by the sea,", False),
@@ -80,6 +84,7 @@ def test_token_ids_match_transformers(ours, reference):
 
 
 def test_model_and_tokeniser_are_the_books_own(ours):
+    assert not jax.config.values["jax_disable_most_optimizations"]  # pytestmark above
     model, tokenizer = ours
     assert isinstance(model, LanguageModel) and model.config == SMOLLM2_135M
     assert isinstance(tokenizer, BytePairEncoding) and tokenizer.pattern == BYTE_LEVEL_PATTERN
