@@ -1,16 +1,18 @@
 """Nothing leaves the machine: every request a page makes goes to 127.0.0.1, file:// or data:.
 
-Each page of the built book is loaded from the local server and its interactive figures are used
-(point at an output, switch head, move the temperature slider); every request Chromium sends
-meanwhile (its performance log, Network.requestWillBeSent) must stay local. The same holds for a
-chapter opened from file://, whose figure must still work. The check can fail: the same chapter
-with one added CDN script is caught.
+Each page of the built book with interactive figures is loaded from the local server and its
+figures are used (point at an output, switch head, move the temperature slider); every request
+Chromium sends meanwhile (its performance log, Network.requestWillBeSent) must stay local. (Every
+page's plain load is checked the same way, to this server only, by test_pages.py.) The same holds
+for a chapter opened from file://, whose figure must still work. The check can fail: the same
+chapter with one added CDN script is caught.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -76,9 +78,27 @@ def test_detector_non_local():
     assert non_local(["file:///tmp/a.html", "data:,", "http://127.0.0.1:1/"]) == []
 
 
+# An interactive figure's element, as the built HTML carries it.
+FIGURE = re.compile(r'class="(?:[^"]*\s)?ti-explore(?:\s[^"]*)?"')
+
+
+def has_figures(html_dir: Path, page: str) -> bool:
+    return FIGURE.search((html_dir / page).read_text(encoding="utf8")) is not None
+
+
+@pytest.mark.browser  # it reads the built book
+def test_the_pages_with_figures_are_found(html_dir):
+    assert has_figures(html_dir, CHAPTER)
+    assert not has_figures(html_dir, "book/00_jax_and_equinox.html")
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("page", PAGES)
-def test_page_stays_local(page, book_server, driver):
+def test_page_stays_local(page, html_dir, book_server, driver):
+    # A page without figures is loaded once, by test_pages.py::test_page, whose check of every
+    # request (to this server only) is stricter than this one: loading it again adds nothing.
+    if not has_figures(html_dir, page):
+        pytest.skip("no interactive figure: test_pages.py::test_page checks its requests")
     urls = requests_while(driver, book_server.url + page)
     assert urls, "the performance log recorded no request at all: is the check working?"
     assert not non_local(urls), f"{page} requested: {non_local(urls)}"
