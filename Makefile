@@ -35,8 +35,8 @@ lint: $(STAMP)
 # so a module's fixtures, and a notebook's kernel, are set up once.
 # Files are handed out longest first, so that neither process is left alone with a long one.
 XDIST      := -n 2 --dist loadfile --no-loadscope-reorder
-UNIT_FIRST := tests/test_parallel.py tests/test_pretrained.py tests/test_modern.py \
-	tests/test_language_model.py tests/test_vit_and_training.py tests/test_training.py
+UNIT_FIRST := tests/test_pretrained.py tests/test_parallel.py tests/test_vit_and_training.py \
+	tests/test_modern.py tests/test_language_model.py tests/test_training.py
 UNIT_FILES := $(UNIT_FIRST) $(filter-out $(UNIT_FIRST),$(wildcard tests/test_*.py tests/*/test_*.py))
 NB_FIRST   := book/08_vision_transformer.ipynb book/09_language_model.ipynb \
 	book/13_subword_tokens.ipynb book/10_encoder_decoder.ipynb \
@@ -76,10 +76,10 @@ nbval: $(STAMP)
 # `make test` runs the unit tests and the notebooks in one pytest session: its two processes take
 # files, test modules and notebooks alike, longest first (ALL_FIRST, from the durations `make
 # test` prints), so that neither waits idle at the end of one half for the other's longest file.
-ALL_FIRST := tests/test_parallel.py book/12_parallel_training.ipynb tests/test_pretrained.py \
-	book/09_language_model.ipynb book/08_vision_transformer.ipynb book/13_subword_tokens.ipynb \
-	book/14_modern_transformer.ipynb book/16_quantisation_and_adapters.ipynb \
-	book/10_encoder_decoder.ipynb book/15_pretrained_model.ipynb book/11_relations.ipynb
+ALL_FIRST := book/12_parallel_training.ipynb book/09_language_model.ipynb \
+	book/08_vision_transformer.ipynb tests/test_pretrained.py book/10_encoder_decoder.ipynb \
+	book/15_pretrained_model.ipynb book/14_modern_transformer.ipynb book/13_subword_tokens.ipynb \
+	book/16_quantisation_and_adapters.ipynb book/11_relations.ipynb
 ALL_ITEMS := $(foreach f,$(ALL_FIRST) $(filter-out $(ALL_FIRST),$(UNIT_FILES) $(NOTEBOOKS)),\
 	$(if $(filter %.ipynb,$(f)),$(NBVAL_RUN)/$(basename $(notdir $(f)))/book/$(notdir $(f)),$(f)))
 unit-and-nbval: $(STAMP)
