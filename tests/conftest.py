@@ -14,9 +14,9 @@ run a few times, so XLA is asked not to optimise much (``jax_disable_most_optimi
 optimisation level 0, no expensive passes), as Flax's own tests do. Measured on two cores with
 no compilation cache, tests/test_encoder_decoder.py alone: 78 s against 128 s. A module marked
 ``optimised_programs`` (the pretrained model's, whose 135 million parameters make running, not
-compiling, the cost: 264 s against 240 s without the setting, in ``make unit``) gets XLA's full
-effort, as does every module on a GPU. The chapters, run by nbval in their own kernels, keep JAX's
-defaults: what a reader runs is tested as the reader runs it.
+compiling, the cost: 264 s with the setting against 240 s without, in two runs of the unit
+tests) gets XLA's full effort, as does every module on a GPU. The chapters, run by nbval in their
+own kernels, keep JAX's defaults: what a reader runs is tested as the reader runs it.
 
 The command-line option of the browser test also lives here: pytest parses the command line
 before it collects tests/browser/, so the option must be registered by a conftest it loads first.
