@@ -93,14 +93,11 @@ def main() -> dict:
     results["batch_shard_shapes"] = shard_shapes(sharded_batch["images"])
     results["label_shard_shapes"] = shard_shapes(sharded_batch["labels"])
 
+    initial_state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
     for name in ("dp", "tp", "fsdp"):
         mesh, rule = meshes[name], rules[name]
-        placement = Placement.create(
-            mesh, model, optimiser.init(eqx.filter(model, eqx.is_inexact_array)), rule
-        )
-        placed, placed_opt_state, placed_task = placement.put(
-            model, optimiser.init(eqx.filter(model, eqx.is_inexact_array)), task
-        )
+        placement = Placement.create(mesh, model, initial_state, rule)
+        placed, placed_opt_state, placed_task = placement.put(model, initial_state, task)
         results[f"{name}_shards"] = placed_shards(placed, placed_opt_state)
         if name == "dp":
             # Data parallelism splits only the batch; chapter 12 trains it (and every
