@@ -274,13 +274,18 @@
     }
   }
   function initAll() { document.querySelectorAll("div.ti-explore").forEach(init); }
-  window.tiExplore = {init: init, initAll: initAll};
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", initAll);
-  else initAll();
-  // figures that arrive later (live code re-running a cell) are initialised too
-  if (window.MutationObserver) {
-    new MutationObserver(function (records) {
-      if (records.some(function (r) { return r.addedNodes.length; })) initAll();
-    }).observe(document.documentElement, {childList: true, subtree: true});
+  // Figures that arrive later (live code re-running a cell) are initialised too. The observer
+  // starts only once the page is parsed: while the parser is still streaming a figure's data
+  // into its <script>, the text is a prefix of the JSON and would not parse.
+  function start() {
+    initAll();
+    if (window.MutationObserver) {
+      new MutationObserver(function (records) {
+        if (records.some(function (r) { return r.addedNodes.length; })) initAll();
+      }).observe(document.documentElement, {childList: true, subtree: true});
+    }
   }
+  window.tiExplore = {init: init, initAll: initAll};
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();
