@@ -12,7 +12,7 @@ import argparse
 import jax
 
 from transformer_intro import Vocabulary
-from transformer_intro.models.language_model import time_generation
+from transformer_intro.models.generation import time_generation
 from transformer_intro.training import load_checkpoint
 
 

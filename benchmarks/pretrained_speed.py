@@ -71,8 +71,8 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
 
+    from transformer_intro.models.generation import compiled_decode, padded_prompt, prefill
     from transformer_intro.pretrained import load_smollm2
-    from transformer_intro.pretrained.smollm2 import compiled_decode, padded_prompt, prefill
 
     model, tokenizer = load_smollm2()
     loaded_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -82,7 +82,7 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
     length = jnp.int32(len(ids))
     key, temperature = jax.random.PRNGKey(0), jnp.float32(0.0)
     # As generate_ids: decoding is compiled before the prompt's first pass.
-    decode = compiled_decode(model, prompt, length, window, key, num_tokens, temperature)
+    decode = compiled_decode(model, prompt, window, length, key, num_tokens, temperature)
 
     def once():
         tic = time.perf_counter()
@@ -116,8 +116,8 @@ def profile_prefill(num_tokens: int, repeats: int) -> None:
     import numpy as np
     from lm_step_profile import cpu_time_by_kind, step_flops, time_steps  # beside this script
 
+    from transformer_intro.models.generation import padded_prompt, prefill
     from transformer_intro.pretrained import load_smollm2
-    from transformer_intro.pretrained.smollm2 import padded_prompt, prefill
 
     if jax.default_backend() != "cpu":
         raise SystemExit(

@@ -23,8 +23,8 @@ with jaxtyping.install_import_hook("transformer_intro", "beartype.beartype"):
     from transformer_intro.attention import causal_mask
     from transformer_intro.block import TransformerBlock
     from transformer_intro.models import ViTConfig
-    from transformer_intro.models.language_model import cached_logits, generate
-    from transformer_intro.pretrained.smollm2 import generate_ids, smollm2_config
+    from transformer_intro.models.generation import cached_logits, generate, generate_ids
+    from transformer_intro.pretrained.smollm2 import smollm2_config
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -239,12 +240,12 @@ def test_count_parameters_lives_in_one_place_and_keeps_its_old_import_paths():
     assert home(MLP(4, 8, key=jax.random.PRNGKey(0))) == 4 * 8 + 8 + 8 * 4 + 4
 
 
-def test_generation_helpers_are_importable_but_not_the_model_modules_public_names():
-    from transformer_intro.models import language_model
-    from transformer_intro.models.language_model import cached_logits, time_generation
+def test_generation_helpers_are_importable_but_not_the_generation_modules_public_names():
+    from transformer_intro.models import generation
+    from transformer_intro.models.generation import cached_logits, time_generation
 
     assert callable(cached_logits) and callable(time_generation)
-    assert not {"cached_logits", "time_generation"} & set(language_model.__all__)
+    assert not {"cached_logits", "time_generation"} & set(generation.__all__)
 
 
 def test_the_multi_process_demos_model_and_data_live_below_training():
@@ -257,3 +258,18 @@ def test_the_multi_process_demos_model_and_data_live_below_training():
     images, labels = synthetic_digits(5, seed=1)
     assert images.shape == (5, 28, 28) and images.dtype == np.uint8 and labels.dtype == np.int32
     assert np.array_equal(images, synthetic_digits(5, seed=1)[0])
+
+
+def test_an_option_added_later_is_written_only_when_set():
+    # Chapter 9's committed checkpoint was written before scan_blocks existed: its configuration,
+    # written again, is the same text, so a model saved again is the same file.
+    config = LMConfig(vocab_size=5)
+    assert "scan_blocks" not in json.loads(config.to_json())
+    scanned = config.replace(scan_blocks=True)
+    assert json.loads(scanned.to_json())["scan_blocks"] is True
+    assert LMConfig.from_json(scanned.to_json()) == scanned
+    assert LMConfig.from_json(config.to_json()) == config
+    with open(Path(__file__).parents[1] / "book/checkpoints/shakespeare_lm.eqx", "rb") as f:
+        header = json.loads(f.readline())
+    committed = LMConfig.from_dict(header["model_config"])
+    assert json.loads(committed.to_json()) == header["model_config"]

@@ -15,14 +15,14 @@ from transformer_intro.datasets.shakespeare import (
     load_shakespeare,
     play_names,
 )
-from transformer_intro.models.language_model import (
-    LanguageModel,
-    LMConfig,
+from transformer_intro.models.generation import (
     cached_logits,
     complete,
     generate,
-    sample_symbol,
+    generate_ids,
+    sample_token,
 )
+from transformer_intro.models.language_model import LanguageModel, LMConfig
 from transformer_intro.tasks import (
     NextSymbolPrediction,
     evaluation_windows,
@@ -167,16 +167,64 @@ def test_temperature_to_zero_is_greedy_decoding():
 
 def test_top_k_samples_only_the_k_likeliest():
     logits = jnp.array([0.0, 3.0, 1.0, 2.0, -1.0])
-    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0, 2))(
+    draws = jax.vmap(lambda k: sample_token(logits, k, 1.0, 2))(
         jax.random.split(jax.random.PRNGKey(0), 500)
     )
     assert set(np.unique(draws)) == {1, 3}
-    draws = jax.vmap(lambda k: sample_symbol(logits, k, 1.0))(
+    draws = jax.vmap(lambda k: sample_token(logits, k, 1.0))(
         jax.random.split(jax.random.PRNGKey(0), 500)
     )
     assert len(np.unique(draws)) == 5
     with pytest.raises(ValueError, match="top_k"):
-        sample_symbol(logits, jax.random.PRNGKey(0), 1.0, 6)
+        sample_token(logits, jax.random.PRNGKey(0), 1.0, 6)
+
+
+def kept_tokens(logits, **options) -> set[int]:
+    """The tokens among 4000 draws at temperature 1 (every kept token here has a probability of
+    at least 0.05, so each is drawn about 200 times or more)."""
+    draws = jax.vmap(lambda k: sample_token(logits, k, 1.0, **options))(
+        jax.random.split(jax.random.PRNGKey(0), 4000)
+    )
+    return set(np.unique(np.asarray(draws)).tolist())
+
+
+def test_top_k_and_top_p_keep_what_transformers_keeps():
+    torch = pytest.importorskip("torch")
+    warpers = pytest.importorskip("transformers.generation.logits_process")
+    logits = jnp.array([2.0, 1.5, 1.0, 0.9, 0.5, 0.0, -1.0, -3.0])
+    reference = torch.tensor(np.asarray(logits))[None]
+    for p in (0.3, 0.6, 0.8, 0.95):
+        expected = warpers.TopPLogitsWarper(top_p=p)(None, reference.clone())
+        expected = set(np.flatnonzero(np.isfinite(expected[0].numpy())).tolist())
+        assert kept_tokens(logits, top_p=p) == expected, p
+    both = warpers.TopPLogitsWarper(top_p=0.95)(
+        None, warpers.TopKLogitsWarper(top_k=3)(None, reference.clone())
+    )
+    expected = set(np.flatnonzero(np.isfinite(both[0].numpy())).tolist())
+    assert kept_tokens(logits, top_k=3, top_p=0.95) == expected == {0, 1, 2}
+    # Negative control: keeping tokens while the sum *including* each stays below p is a
+    # different rule, and the comparison with transformers rejects it.
+    probabilities = np.cumsum(np.asarray(jax.nn.softmax(logits)))
+    half = warpers.TopPLogitsWarper(top_p=0.5)(None, reference.clone())
+    expected = set(np.flatnonzero(np.isfinite(half[0].numpy())).tolist())
+    assert set(np.flatnonzero(probabilities < 0.5).tolist()) != expected
+    assert kept_tokens(logits, top_p=0.5) == expected
+    with pytest.raises(ValueError, match="top_p"):
+        generate(small_model(), symbols(3), 2, jax.random.PRNGKey(0), top_p=0.0)
+
+
+def test_both_entry_points_decode_the_same_tokens():
+    # generate (chapter 9's) and generate_ids (chapter 15's, with a padded prompt and a cache
+    # sized to the tokens) share prefill and decode: greedily they agree token for token.
+    model = small_model()
+    prompt = symbols(3)
+    by_generate = generate(model, prompt, 8, jax.random.PRNGKey(0), temperature=0.0)
+    np.testing.assert_array_equal(generate_ids(model, prompt, 8), by_generate)
+    key = jax.random.PRNGKey(3)
+    sampled = generate(model, prompt, 8, key, temperature=0.8, top_k=5)
+    np.testing.assert_array_equal(
+        generate_ids(model, prompt, 8, temperature=0.8, top_k=5, key=key), sampled
+    )
 
 
 def test_bad_input_is_a_clear_error():

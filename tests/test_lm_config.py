@@ -10,12 +10,8 @@ import numpy as np
 import pytest
 
 from transformer_intro.mlp import MLP, GatedMLP
-from transformer_intro.models.language_model import (
-    ACTIVATIONS,
-    LanguageModel,
-    LMConfig,
-    cached_logits,
-)
+from transformer_intro.models.generation import cached_logits
+from transformer_intro.models.language_model import ACTIVATIONS, LanguageModel, LMConfig
 from transformer_intro.normalisation import LayerNorm, RMSNorm
 from transformer_intro.training import load_checkpoint, save_checkpoint
 

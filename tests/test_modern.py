@@ -438,7 +438,8 @@ def test_gpt2_with_a_swapped_pair_of_weights_fails(tiny_gpt2, first, second):
 def test_generation_up_to_the_end_of_a_context_not_a_multiple_of_16(prompt_length):
     # A 40-token context: the prompt's padding to 16 must stop at the context's end, and the
     # cached generation must equal greedy decoding by full passes.
-    from transformer_intro.pretrained.smollm2 import generate_ids, smollm2_config
+    from transformer_intro.models.generation import generate_ids
+    from transformer_intro.pretrained.smollm2 import smollm2_config
 
     config = smollm2_config(
         vocab_size=50,
@@ -468,7 +469,8 @@ def test_generation_up_to_the_end_of_a_context_not_a_multiple_of_16(prompt_lengt
 def test_generation_compiles_each_program_once_per_shape():
     # generate_ids compiles decoding ahead of the prompt's pass (for its memory peak); a second
     # prompt of the same padded length must reuse both programs, not compile them again.
-    from transformer_intro.pretrained.smollm2 import generate_ids, smollm2_config
+    from transformer_intro.models.generation import generate_ids
+    from transformer_intro.pretrained.smollm2 import smollm2_config
 
     config = smollm2_config(
         vocab_size=50, dim=16, num_blocks=2, num_heads=2, num_kv_heads=1, mlp_hidden_dim=32

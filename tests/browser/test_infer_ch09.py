@@ -94,7 +94,7 @@ def test_without_the_causal_mask_the_logits_differ(page, reference):
 def test_greedy_continuations_equal_complete(page, reference):
     import jax
 
-    from transformer_intro.models.language_model import complete
+    from transformer_intro.models.generation import complete
 
     model, vocabulary, *_ = reference
     for prompt in PROMPTS:

@@ -54,7 +54,7 @@ CAUSAL_MASK_BY_HAND = Exercise(
 
 
 def _top_k(logits, k):
-    kth = jax.lax.top_k(logits, k)[0][-1]  # as sample_symbol restricts them
+    kth = jax.lax.top_k(logits, k)[0][-1]  # as sample_token restricts them
     return jnp.where(logits >= kth, logits, -jnp.inf)
 
 

@@ -5,22 +5,19 @@ symbol: a categorical distribution ``p(s_{n+1} | s_1, ..., s_n)``. The causal ma
 from reading any input after n, so one pass over a window of N symbols trains N predictions at
 once, and the product of the predictions is the probability of the whole window.
 
-Generation appends one sampled symbol at a time. :func:`generate` keeps every block's keys and
-values in a preallocated cache (:meth:`MultiHeadAttention.extend`), so each new symbol costs one
-token's work; ``generate(..., cache=False)`` recomputes the whole window for every symbol.
+Generation appends one sampled symbol at a time (:mod:`.generation`): the model keeps every
+block's keys and values in a preallocated cache (:meth:`LanguageModel.extend`), so each new
+symbol costs one token's work.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
-from typing import Literal
+from typing import ClassVar, Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ..attention import causal_mask
@@ -28,20 +25,9 @@ from ..block import TransformerBlock
 from ..config import ModelConfig, register_model
 from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
-from ..tokenisers import DiscreteTokeniser, Vocabulary
+from ..tokenisers import DiscreteTokeniser
 
-# Not public, though importable: cached_logits (generation's arithmetic with given symbols, for
-# chapter 9's check and the tests) and time_generation (a measurement of chapter 9 and
-# benchmarks/lm_sampling_speed.py) are helpers around the model, not part of it.
-__all__ = [
-    "ACTIVATIONS",
-    "LMConfig",
-    "LanguageModel",
-    "SHAKESPEARE_CONFIG",
-    "complete",
-    "generate",
-    "sample_symbol",
-]
+__all__ = ["ACTIVATIONS", "LMConfig", "LanguageModel", "SHAKESPEARE_CONFIG"]
 
 
 def gelu_exact(x: Array) -> Array:
@@ -100,6 +86,9 @@ class LMConfig(ModelConfig):
         tied_embeddings: the read-out is the token table transposed, without a bias.
         zero_init_residual: every block starts as the identity, the last linear map of each
             of its branches at zero (see :class:`TransformerBlock`).
+        scan_blocks: store the M blocks as one block whose arrays have a leading axis of M,
+            and run them with one ``lax.scan``: XLA then compiles one block instead of M (the
+            same numbers; see :meth:`LanguageModel.stacked`).
     """
 
     vocab_size: int
@@ -122,6 +111,9 @@ class LMConfig(ModelConfig):
     attention_bias: bool = False
     tied_embeddings: bool = False
     zero_init_residual: bool = False
+    scan_blocks: bool = False
+
+    WRITTEN_ONLY_WHEN_SET: ClassVar[tuple[str, ...]] = ("scan_blocks",)
 
     def __post_init__(self):
         if self.vocab_size < 1 or self.window < 1 or self.num_blocks < 1:
@@ -186,7 +178,8 @@ class LanguageModel(eqx.Module):
 
     tokeniser: DiscreteTokeniser
     position_embedding: PositionEmbedding | None
-    blocks: tuple[TransformerBlock, ...]
+    # M blocks, or with config.scan_blocks one block whose arrays have a leading axis of M
+    blocks: tuple[TransformerBlock, ...] | TransformerBlock
     final_norm: LayerNorm | RMSNorm
     unembedding: eqx.nn.Linear | None
     config: LMConfig = eqx.field(static=True)
@@ -212,8 +205,9 @@ class LanguageModel(eqx.Module):
                 config.window, d, init_scale=config.embedding_init_scale, key=position_key
             )
         )
-        self.blocks = tuple(
-            TransformerBlock(
+
+        def make_block(k):
+            return TransformerBlock(
                 d,
                 config.num_heads,
                 config.mlp_hidden_dim,
@@ -233,8 +227,12 @@ class LanguageModel(eqx.Module):
                 zero_init_residual=config.zero_init_residual,
                 key=k,
             )
-            for k in jax.random.split(block_key, config.num_blocks)
-        )
+
+        block_keys = jax.random.split(block_key, config.num_blocks)
+        if config.scan_blocks:
+            self.blocks = eqx.filter_vmap(make_block)(block_keys)
+        else:
+            self.blocks = tuple(make_block(k) for k in block_keys)
         self.final_norm = (LayerNorm if config.norm == "layer" else RMSNorm)(d, eps=config.norm_eps)
         self.unembedding = (
             None if config.tied_embeddings else eqx.nn.Linear(d, config.vocab_size, key=out_key)
@@ -285,8 +283,7 @@ class LanguageModel(eqx.Module):
         self._check(symbols)
         x = self.embed(symbols)
         mask = causal_mask(symbols.shape[0]) if causal else None
-        for block in self.blocks:
-            x = block(x, mask)
+        x, _ = self._through_blocks(lambda block, x, _: (block(x, mask), None), x)
         return self.readout(x)
 
     def batched(self, symbols: Int[Array, "B N"]) -> Float[Array, "B N V"]:
@@ -297,8 +294,7 @@ class LanguageModel(eqx.Module):
         self._check(symbols)
         x = jax.vmap(self.embed)(symbols)
         mask = causal_mask(symbols.shape[1])
-        for block in self.blocks:
-            x = block.batched(x, mask)
+        x, _ = self._through_blocks(lambda block, x, _: (block.batched(x, mask), None), x)
         return self.readout(x)
 
     def attention_maps(self, symbols: Int[Array, " N"]) -> Float[Array, "M H N N"]:
@@ -306,22 +302,71 @@ class LanguageModel(eqx.Module):
         self._check(symbols)
         x = self.embed(symbols)
         mask = causal_mask(symbols.shape[0])
-        maps = []
-        for block in self.blocks:
-            maps.append(block.attention.attention_weights(jax.vmap(block.attention_norm)(x), mask))
-            x = block(x, mask)
+
+        def block_and_map(block, x, _):
+            weights = block.attention.attention_weights(jax.vmap(block.attention_norm)(x), mask)
+            return block(x, mask), weights
+
+        _, maps = self._through_blocks(block_and_map, x)
         return jnp.stack(maps)
+
+    def _through_blocks(self, apply, x, per_block=None):
+        """``x`` through the M blocks in order, ``x, out_m = apply(block_m, x, per_block[m])``.
+
+        Returns the last ``x`` and the M outputs: with scanned blocks, one ``lax.scan`` over the
+        stacked arrays (and ``per_block``) stacks them along a leading axis; otherwise a Python
+        loop, which XLA unrolls, returns them as a tuple (``per_block`` is then a sequence).
+        """
+        if self.config.scan_blocks:
+            arrays, rest = eqx.partition(self.blocks, eqx.is_array)
+
+            def step(x, inputs):
+                block_arrays, extra = inputs
+                return apply(eqx.combine(block_arrays, rest), x, extra)
+
+            return jax.lax.scan(step, x, (arrays, per_block))
+        outputs = []
+        for m, block in enumerate(self.blocks):
+            x, out = apply(block, x, None if per_block is None else per_block[m])
+            outputs.append(out)
+        return x, tuple(outputs)
+
+    def stacked(self) -> LanguageModel:
+        """This model with scanned blocks (``scan_blocks=True``).
+
+        The same numbers: the M blocks' arrays stacked along a leading axis.
+        """
+        if self.config.scan_blocks:
+            return self
+        arrays = [eqx.filter(block, eqx.is_array) for block in self.blocks]
+        stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *arrays)
+        blocks = eqx.combine(stacked, eqx.filter(self.blocks[0], eqx.is_array, inverse=True))
+        with_blocks = eqx.tree_at(lambda m: m.blocks, self, blocks)
+        # the configuration is static: the structure comes from a model built with the new one
+        skeleton = eqx.filter_eval_shape(
+            LanguageModel, self.config.replace(scan_blocks=True), key=jax.random.PRNGKey(0)
+        )
+        return jax.tree.unflatten(jax.tree.structure(skeleton), jax.tree.leaves(with_blocks))
 
     # -- generation with a key-value cache -------------------------------------------------------
 
     def empty_cache(self, window: int | None = None, dtype=jnp.float32) -> tuple:
         """One preallocated (keys, values) pair per block, each of shape (H_kv, window, K).
 
-        H_kv is the number of key-value heads; ``window`` is the model's window by default.
+        H_kv is the number of key-value heads; ``window`` is the model's window by default. With
+        scanned blocks, one pair for all M blocks, of shape (M, H_kv, window, K).
         """
         window = self.config.window if window is None else window
         if not 1 <= window <= self.config.window:
             raise ValueError(f"window must be between 1 and {self.config.window}, got {window}")
+        if self.config.scan_blocks:
+            # one block's cache, with a leading axis of M (the cache takes no weights' values)
+            one = jax.tree.map(lambda a: a[0], eqx.filter(self.blocks, eqx.is_array))
+            block = eqx.combine(one, eqx.filter(self.blocks, eqx.is_array, inverse=True))
+            keys, values = block.empty_cache(window, dtype)
+            return tuple(
+                jnp.broadcast_to(a, (self.config.num_blocks, *a.shape)) for a in (keys, values)
+            )
         return tuple(block.empty_cache(window, dtype) for block in self.blocks)
 
     def extend_tokens(
@@ -333,11 +378,7 @@ class LanguageModel(eqx.Module):
         logits; a prompt needs only its last one's.
         """
         x = self.embed(symbols, start)
-        new_cache = []
-        for block, block_cache in zip(self.blocks, cache, strict=True):
-            x, block_cache = block.extend(x, block_cache, start)
-            new_cache.append(block_cache)
-        return x, tuple(new_cache)
+        return self._through_blocks(lambda block, x, c: block.extend(x, c, start), x, cache)
 
     def extend(
         self, symbols: Int[Array, " T"], cache: tuple, start: Int[Array, ""] | int
@@ -355,180 +396,3 @@ class LanguageModel(eqx.Module):
 SHAKESPEARE_CONFIG = LMConfig(
     vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, mlp_hidden_dim=512
 )
-
-
-# ---------------------------------------------------------------------------------------------
-# Sampling
-# ---------------------------------------------------------------------------------------------
-
-
-def sample_symbol(
-    logits: Float[Array, " V"],
-    key: PRNGKeyArray,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-) -> Int[Array, ""]:
-    """Draw a symbol from ``softmax(logits / temperature)`` restricted to the ``top_k`` likeliest.
-
-    ``temperature=0`` is greedy decoding, the limit of ever lower temperatures.
-    """
-    if temperature < 0:
-        raise ValueError(f"temperature must be non-negative, got {temperature}")
-    if temperature == 0:
-        return jnp.argmax(logits)
-    if top_k is not None:
-        if not 1 <= top_k <= logits.shape[-1]:
-            raise ValueError(
-                f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}, got {top_k}"
-            )
-        kth = jax.lax.top_k(logits, top_k)[0][-1]
-        logits = jnp.where(logits >= kth, logits, -jnp.inf)
-    return jax.random.categorical(key, logits / temperature)
-
-
-def _check_generation(model: LanguageModel, prompt: Array, num_symbols: int) -> None:
-    model._check(prompt)
-    if num_symbols < 1:
-        raise ValueError(f"num_symbols must be at least 1, got {num_symbols}")
-
-
-@eqx.filter_jit
-def cached_logits(
-    model: LanguageModel, symbols: Int[Array, " N"], prefill: int
-) -> Float[Array, "N V"]:
-    """The logits of every position, computed as generation computes them.
-
-    The first ``prefill`` symbols go through in one pass, then one symbol at a time through the
-    cache (the symbols are given, not sampled). Equal to ``model(symbols)``.
-    """
-    model._check(symbols)
-    if not 1 <= prefill <= symbols.shape[0]:
-        raise ValueError(
-            f"prefill must be between 1 and the {symbols.shape[0]} symbols, got {prefill}"
-        )
-    first, cache = model.extend(symbols[:prefill], model.empty_cache(), 0)
-
-    def step(cache, position):
-        symbol = jax.lax.dynamic_slice_in_dim(symbols, position, 1)
-        logits, cache = model.extend(symbol, cache, position)
-        return cache, logits[0]
-
-    _, rest = jax.lax.scan(step, cache, jnp.arange(prefill, symbols.shape[0]))
-    return jnp.concatenate([first, rest])
-
-
-@eqx.filter_jit
-def _generate_cached(model, prompt, key, num_symbols: int, temperature: float, top_k: int | None):
-    window = model.config.window
-    keep = window // 2  # when the cache is full, the newest half of the window is kept
-    logits, cache = model.extend(prompt, model.empty_cache(), 0)
-    context = jnp.zeros(window, prompt.dtype).at[: prompt.shape[0]].set(prompt)
-
-    def step(carry, step_key):
-        logits, cache, context, length = carry
-        symbol = sample_symbol(logits[-1], step_key, temperature, top_k).astype(prompt.dtype)
-
-        def append(_):
-            new_context = jax.lax.dynamic_update_slice(context, symbol[None], (length,))
-            new_logits, new_cache = model.extend(symbol[None], cache, length)
-            return new_logits[-1], new_cache, new_context, length + 1
-
-        def slide(_):
-            # The window is full: keep its newest symbols and rebuild the cache from them.
-            kept = jnp.concatenate([context[window - keep + 1 :], symbol[None]])
-            new_logits, new_cache = model.extend(kept, model.empty_cache(), 0)
-            return (
-                new_logits[-1],
-                new_cache,
-                jnp.zeros_like(context).at[:keep].set(kept),
-                jnp.int32(keep),
-            )
-
-        logits, cache, context, length = jax.lax.cond(length < window, append, slide, None)
-        return (logits[None], cache, context, length), symbol
-
-    carry = (logits[-1:], cache, context, jnp.int32(prompt.shape[0]))
-    _, symbols = jax.lax.scan(step, carry, jax.random.split(key, num_symbols))
-    return symbols
-
-
-@eqx.filter_jit
-def _generate_uncached(model, prompt, key, num_symbols: int, temperature: float, top_k: int | None):
-    window = model.config.window
-    context = jnp.zeros(window, prompt.dtype).at[: prompt.shape[0]].set(prompt)
-
-    def step(carry, step_key):
-        context, length = carry
-        # The whole window, every step; positions after the last symbol are masked out causally.
-        logits = model(context)[length - 1]
-        symbol = sample_symbol(logits, step_key, temperature, top_k).astype(prompt.dtype)
-        full = length == window
-        context = jnp.where(full, jnp.roll(context, -1), context)
-        length = jnp.where(full, length, length + 1)
-        context = jax.lax.dynamic_update_slice(context, symbol[None], (length - 1,))
-        return (context, length), symbol
-
-    _, symbols = jax.lax.scan(
-        step, (context, jnp.int32(prompt.shape[0])), jax.random.split(key, num_symbols)
-    )
-    return symbols
-
-
-def generate(
-    model: LanguageModel,
-    prompt: Int[Array, " P"],
-    num_symbols: int,
-    key: PRNGKeyArray,
-    *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    cache: bool = True,
-) -> Int[Array, " num_symbols"]:
-    """``num_symbols`` new symbol ids sampled one at a time after ``prompt``.
-
-    With ``cache=True`` one jitted ``lax.scan`` does it all: the prompt fills the key-value cache
-    in one pass (the prefill), then each step samples a symbol and runs the model on that symbol
-    alone. When the window is full, the newest half of it is kept and the cache rebuilt from it.
-    ``cache=False`` recomputes the window for every symbol, sliding it by one once it is full.
-    The prompt itself must fit the window.
-    """
-    prompt = jnp.asarray(prompt, jnp.int32)
-    _check_generation(model, prompt, num_symbols)
-    fn = _generate_cached if cache else _generate_uncached
-    return fn(model, prompt, key, num_symbols, temperature, top_k)
-
-
-def complete(
-    model: LanguageModel,
-    vocabulary: Vocabulary,
-    prompt: str,
-    num_symbols: int,
-    key: PRNGKeyArray,
-    **options,
-) -> str:
-    """The prompt followed by ``num_symbols`` sampled characters, as text."""
-    ids = vocabulary.encode(prompt)
-    return prompt + vocabulary.decode(np.asarray(generate(model, ids, num_symbols, key, **options)))
-
-
-def time_generation(
-    model: LanguageModel,
-    prompt: Int[Array, " P"],
-    num_symbols: int,
-    key: PRNGKeyArray,
-    *,
-    cache: bool,
-    repeats: int = 3,
-    **options,
-) -> float:
-    """Best-of-``repeats`` seconds to generate ``num_symbols`` symbols.
-
-    Timed after one call that compiles.
-    """
-    generate(model, prompt, num_symbols, key, cache=cache, **options).block_until_ready()
-    best = math.inf
-    for _ in range(repeats):
-        tic = time.perf_counter()
-        generate(model, prompt, num_symbols, key, cache=cache, **options).block_until_ready()
-        best = min(best, time.perf_counter() - tic)
-    return best

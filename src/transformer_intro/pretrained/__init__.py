@@ -5,6 +5,7 @@ SmolLM2-135M-Instruct (a Llama-style model) and GPT-2, with their tokenisers as 
 :class:`~transformer_intro.bpe.BytePairEncoding`.
 """
 
+from ..models.generation import generate_ids
 from .gpt2 import GPT2_SMALL, gpt2_config, gpt2_from_state_dict, load_gpt2
 from .smollm2 import (
     SMOLLM2_135M,
@@ -12,7 +13,6 @@ from .smollm2 import (
     count_parameters,
     download_smollm2,
     find_smollm2,
-    generate_ids,
     generate_text,
     load_smollm2,
     read_gguf,

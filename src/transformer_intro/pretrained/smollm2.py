@@ -31,8 +31,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int, PRNGKeyArray
+from jaxtyping import PRNGKeyArray
 
+from ..models.generation import generate_ids
 from ..models.language_model import LanguageModel, LMConfig
 from ..models.vit import count_parameters
 from ..positions import half_to_interleaved
@@ -43,16 +44,12 @@ __all__ = [
     "LazyTensors",
     "config_from_gguf",
     "count_parameters",
-    "decode",
     "download_smollm2",
     "find_smollm2",
-    "generate_ids",
     "generate_text",
     "hf_tensors_from_gguf",
     "load_smollm2",
     "model_from_hf_tensors",
-    "padded_prompt",
-    "prefill",
     "read_gguf",
     "smollm2_config",
     "tokeniser_from_gguf",
@@ -570,129 +567,6 @@ def load_smollm2(
 # ---------------------------------------------------------------------------------------------
 # Generation
 # ---------------------------------------------------------------------------------------------
-
-
-# Prompts are padded to a multiple of this many tokens: prompts of similar lengths then share
-# one compilation, and at most 15 padding tokens are computed for nothing.
-PROMPT_MULTIPLE = 16
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
-@eqx.filter_jit
-def prefill(
-    model: LanguageModel, ids: Int[Array, " P"], length: Int[Array, ""], window: int
-) -> tuple[Float[Array, " V"], tuple]:
-    """The prompt in one pass: the logits after its last real token, and the filled cache.
-
-    ``ids`` may be padded past ``length`` (so that prompts of similar lengths share one
-    compilation): a padding token's keys sit in the cache only until generation overwrites that
-    slot with the next real token, which it does before any query can read it.
-    """
-    tokens, cache = model.extend_tokens(ids, model.empty_cache(window), 0)
-    # Only the last real token's logits are needed: the read-out of the other P - 1 tokens
-    # would be a fifth of the prompt's work (49,152 x 576 per token).
-    return model.readout(tokens[length - 1]), cache
-
-
-@eqx.filter_jit
-def decode(
-    model: LanguageModel,
-    logits: Float[Array, " V"],
-    cache: tuple,
-    start: Int[Array, ""],
-    key: PRNGKeyArray,
-    num_tokens: int,
-    temperature: Float[Array, ""],
-) -> Int[Array, " T"]:
-    """``num_tokens`` tokens, one model step each on the key-value cache, in one ``lax.scan``.
-
-    ``temperature`` is an array, so that greedy decoding and sampling share one compilation.
-    """
-
-    def step(carry, step_key):
-        logits, cache, position = carry
-        sampled = jax.random.categorical(step_key, logits / jnp.maximum(temperature, 1e-6))
-        token = jnp.where(temperature > 0, sampled, jnp.argmax(logits)).astype(jnp.int32)
-        new_logits, cache = model.extend(token[None], cache, position)
-        return (new_logits[0], cache, position + 1), token
-
-    _, tokens = jax.lax.scan(step, (logits, cache, start), jax.random.split(key, num_tokens))
-    return tokens
-
-
-def compiled_decode(
-    model: LanguageModel,
-    prompt: Int[Array, " P"],
-    start: Int[Array, ""],
-    window: int,
-    key: PRNGKeyArray,
-    num_tokens: int,
-    temperature: Float[Array, ""],
-):
-    """:func:`decode` compiled for the logits and cache that :func:`prefill` will return.
-
-    Call it before :func:`prefill` runs: compiling a program over all the blocks (30 for
-    SmolLM2) needs memory for a while, and before the prompt's pass that memory comes on top of
-    the model alone, not of the model, the prompt's program and its cache, which lowers the
-    peak (``benchmarks/pretrained_speed.py`` prints it). Only shapes matter for compiling, so
-    the logits and cache are stand-ins that take no memory. The result is called with
-    :func:`decode`'s arguments; JAX keeps it, so the next prompt of the same shapes is not
-    compiled again.
-    """
-    shapes = eqx.filter_eval_shape(prefill, model, prompt, start, window)
-    stand_ins = jax.tree.map(lambda s: np.broadcast_to(np.zeros((), s.dtype), s.shape), shapes)
-    return decode.lower(model, *stand_ins, start, key, num_tokens, temperature).compile()
-
-
-def padded_prompt(model: LanguageModel, ids: np.ndarray, num_tokens: int) -> tuple[np.ndarray, int]:
-    """The prompt zero-padded for :func:`prefill`, and the cache length it needs.
-
-    The prompt is padded to a multiple of ``PROMPT_MULTIPLE`` tokens; the cache holds it and
-    ``num_tokens`` more, rounded up to a multiple of 128 within the model's context.
-
-    Raises:
-        ValueError: when the prompt and the new tokens exceed the model's context.
-    """
-    if ids.size + num_tokens > model.config.window:
-        raise ValueError(
-            f"{ids.size} prompt tokens and {num_tokens} new ones exceed the model's context of "
-            f"{model.config.window}"
-        )
-    # Padding never runs past the context, whatever multiple the context is of 16.
-    prompt = np.zeros(min(_round_up(ids.size, PROMPT_MULTIPLE), model.config.window), np.int32)
-    prompt[: ids.size] = ids
-    window = min(_round_up(prompt.size + num_tokens, 128), model.config.window)
-    return prompt, window
-
-
-def generate_ids(
-    model: LanguageModel,
-    ids,
-    num_tokens: int,
-    *,
-    temperature: float = 0.0,
-    key: PRNGKeyArray | None = None,
-) -> np.ndarray:
-    """``num_tokens`` new token ids after the prompt ``ids`` (greedy at temperature 0)."""
-    ids = np.asarray(ids, np.int32)
-    if ids.ndim != 1 or ids.size == 0:
-        raise ValueError(f"the prompt must be a non-empty list of token ids, got shape {ids.shape}")
-    if num_tokens < 1:
-        raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be non-negative, got {temperature}")
-    if temperature > 0 and key is None:
-        raise ValueError("sampling at a temperature above 0 needs a PRNG key")
-    prompt, window = padded_prompt(model, ids, num_tokens)
-    prompt, start = jnp.asarray(prompt), jnp.int32(ids.size)
-    key = jax.random.PRNGKey(0) if key is None else key
-    temperature = jnp.float32(temperature)
-    decode_program = compiled_decode(model, prompt, start, window, key, num_tokens, temperature)
-    logits, cache = prefill(model, prompt, start, window)
-    return np.asarray(decode_program(model, logits, cache, start, key, num_tokens, temperature))
 
 
 def generate_text(
