@@ -248,17 +248,18 @@ def test_fit_equals_train_step_by_step(image_task):
     assert worst < 1e-5
 
 
-def test_resuming_from_a_checkpoint_replays_the_same_batches(image_task, tmp_path):
+def test_resuming_from_a_checkpoint_replays_the_same_batches(image_task, tmp_path, capsys):
     recipe = small_recipe()
     init = VisionTransformer(TINY_VIT.replace(num_classes=4), key=jax.random.PRNGKey(0))
     whole, _ = fit(init, image_task, recipe, progress=False)
     path = tmp_path / "run.eqx"
     calls = []
     stop_at_8 = Every(8, lambda step, model, history: calls.append(step) or True)
-    half, history = fit(
-        init, image_task, recipe, checkpoint_path=path, callbacks=[stop_at_8], progress=False
-    )
+    half, history = fit(init, image_task, recipe, checkpoint_path=path, callbacks=[stop_at_8])
     assert calls == [8] and history.step[-1] == 8 and not same(half, whole)
+    # A run a callback ended shows a finished bar of the steps it ran, not one stuck at 8/12.
+    bar = capsys.readouterr().err.split("\r")[-1]
+    assert "100%" in bar and "8/8" in bar and "/12" not in bar, bar
     resumed, history = fit(
         init, image_task, recipe, checkpoint_path=path, resume=True, progress=False
     )

@@ -217,6 +217,9 @@ def fit(
                 save()
         stop = [callback(step, model, history) for callback in callbacks]
         if any(stop):
+            # the bar ends as a finished run of the steps trained, not one stopped part-way
+            bar.total = step
+            bar.refresh()
             break
     bar.close()
     if checkpoint_path is not None:
