@@ -88,7 +88,9 @@ class LMConfig(ModelConfig):
             of its branches at zero (see :class:`TransformerBlock`).
         scan_blocks: store the M blocks as one block whose arrays have a leading axis of M,
             and run them with one ``lax.scan``: XLA then compiles one block instead of M (the
-            same numbers; see :meth:`LanguageModel.stacked`).
+            same numbers; see :meth:`LanguageModel.stacked`). Compiling is faster, decoding on
+            a CPU slower (each step copies its block's weights out of the stack):
+            ``benchmarks/scan_blocks.py`` measures both.
     """
 
     vocab_size: int
