@@ -157,7 +157,9 @@ DECLARED = [
     "models/encoder_decoder.py", "training/__init__.py", "training/checkpoints.py",
     "training/history.py", "training/loop.py", "training/recipe.py",
     "training/step.py", "config.py", "parameters.py", "datasets/synthetic.py",
-    "demos/multi_process.py",
+    "demos/multi_process.py", "pretrained/__init__.py", "pretrained/gguf.py",
+    "pretrained/gpt2.py", "pretrained/llama.py", "pretrained/smollm2.py",
+    "pretrained/state_dict.py", "pretrained/tokeniser.py",
 ]  # fmt: skip
 
 

@@ -211,7 +211,8 @@ def test_hugging_face_folder_loads_the_same_model(ours, reference, tmp_path):
 
 
 def test_gguf_tensors_are_read_on_lookup():
-    from transformer_intro.pretrained.smollm2 import LazyTensors, read_gguf
+    from transformer_intro.pretrained.gguf import read_gguf
+    from transformer_intro.pretrained.state_dict import LazyTensors
 
     tensors, metadata = read_gguf(GGUF)
     assert isinstance(tensors, LazyTensors)
@@ -232,7 +233,7 @@ def test_the_loaded_model_keeps_no_view_of_the_file():
         f"""
         import gc
         from transformer_intro.pretrained import load_smollm2
-        from transformer_intro.pretrained.smollm2 import read_gguf
+        from transformer_intro.pretrained.gguf import read_gguf
         tensors, _ = read_gguf({str(GGUF)!r})
         mapped = lambda: {GGUF.name!r} in open("/proc/self/maps").read()
         print(mapped())  # the reader maps the file
@@ -267,7 +268,7 @@ def test_reading_a_tensor_gives_its_pages_of_the_file_back():
     nearly all of its 94 MiB."""
     import gguf
 
-    from transformer_intro.pretrained.smollm2 import _dequantise, read_gguf
+    from transformer_intro.pretrained.gguf import dequantise, read_gguf
 
     file_mib = GGUF.stat().st_size / 2**20
     # Other tests' objects (transformers' reader, with pytest-randomly's order) may map the file
@@ -282,5 +283,5 @@ def test_reading_a_tensor_gives_its_pages_of_the_file_back():
     before = _resident_mib(GGUF)
     reader = gguf.GGUFReader(str(GGUF))
     for tensor in reader.tensors:
-        _dequantise(tensor)
+        dequantise(tensor)
     assert _resident_mib(GGUF) - before > 0.8 * file_mib

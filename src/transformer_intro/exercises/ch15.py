@@ -110,7 +110,7 @@ DEQUANTISE_Q4_1 = Exercise(
 
 
 def _unpermute(weight, num_heads):
-    from ..pretrained.smollm2 import _unpermute_rotary_rows  # the loader, when first needed
+    from ..pretrained.gguf import _unpermute_rotary_rows  # the loader, when first needed
 
     return _unpermute_rotary_rows(np.asarray(weight), num_heads)
 

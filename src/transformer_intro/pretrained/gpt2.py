@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..models.language_model import LanguageModel, LMConfig
+from .state_dict import Checkpoint, language_model_from_arrays
 
 __all__ = [
     "GPT2_SMALL",
@@ -85,108 +84,64 @@ def gpt2_config_from_hf(config: dict) -> LMConfig:
 GPT2_SMALL = gpt2_config()
 
 
-def gpt2_from_state_dict(tensors: dict[str, np.ndarray], config: LMConfig) -> LanguageModel:
+def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, np.ndarray]:
+    """Block ``m``'s weights, by their paths in the book's block."""
+    h, k, d = config.num_heads, config.head_dim, config.dim
+    p = f"h.{m}."
+    w_q, w_k, w_v = np.split(checkpoint[p + "attn.c_attn.weight"], 3, axis=1)  # x @ w_q: queries
+    b_q, _, b_v = np.split(checkpoint[p + "attn.c_attn.bias"], 3)  # the key bias cancels
+    w_o, b_o = checkpoint[p + "attn.c_proj.weight"], checkpoint[p + "attn.c_proj.bias"]  # (H Dv, D)
+    return {
+        "attention_norm.weight": checkpoint[p + "ln_1.weight"],
+        "attention_norm.bias": checkpoint[p + "ln_1.bias"],
+        "attention.query_projections": w_q.T.reshape(h, k, d),
+        "attention.key_projections": w_k.T.reshape(h, k, d),
+        "attention.value_projections": w_v.T.reshape(h, k, d),
+        "attention.output_projections": w_o.T.reshape(d, h, k).transpose(1, 0, 2),
+        "attention.query_bias": b_q.reshape(h, k),
+        # Each head's values carry b_v; its weights sum to one, so O_h b_v joins the bias.
+        "attention.output_bias": b_o + b_v @ w_o,
+        "mlp_norm.weight": checkpoint[p + "ln_2.weight"],
+        "mlp_norm.bias": checkpoint[p + "ln_2.bias"],
+        "mlp.layers.0.weight": checkpoint[p + "mlp.c_fc.weight"].T,
+        "mlp.layers.0.bias": checkpoint[p + "mlp.c_fc.bias"],
+        "mlp.layers.1.weight": checkpoint[p + "mlp.c_proj.weight"].T,
+        "mlp.layers.1.bias": checkpoint[p + "mlp.c_proj.bias"],
+    }
+
+
+def gpt2_from_state_dict(tensors: Mapping[str, np.ndarray], config: LMConfig) -> LanguageModel:
     """A :class:`LanguageModel` holding a Hugging Face GPT-2 state dict.
 
     The names may have the ``transformer.`` prefix or not. GPT-2's ``Conv1D`` layers store
-    (in, out) matrices, the transpose of the book's (out, in) convention.
+    (in, out) matrices, the transpose of the book's (out, in) convention. ``config`` may have
+    ``scan_blocks``.
 
     Raises:
         ValueError: when ``config`` is not a GPT-2 configuration (learned positions, attention
-            biases, tied embeddings).
+            biases, tied embeddings), when the checkpoint holds tensors the model does not use,
+            or when the arrays do not fit the model
+            (:func:`~transformer_intro.pretrained.state_dict.fill`).
+        KeyError: when a tensor the model needs is missing.
     """
     if not (config.tied_embeddings and config.attention_bias and config.positions == "learned"):
         raise ValueError(f"not a GPT-2 configuration: {config}")
-    tensors = {
-        k.removeprefix("transformer."): np.asarray(v, np.float32) for k, v in tensors.items()
+    checkpoint = Checkpoint({name.removeprefix("transformer."): t for name, t in tensors.items()})
+    arrays = {
+        "tokeniser.table": checkpoint["wte.weight"],
+        "position_embedding.embeddings": checkpoint["wpe.weight"],
+        "final_norm.weight": checkpoint["ln_f.weight"],
+        "final_norm.bias": checkpoint["ln_f.bias"],
     }
-    h, d = config.num_heads, config.dim
-    k = d // h
-    used = set()
-
-    def take(name):
-        if name not in tensors:
-            raise KeyError(f"the checkpoint has no tensor {name!r}")
-        used.add(name)
-        return tensors[name]
-
-    model = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
-    blocks = []
-    for i, block in enumerate(model.blocks):
-        p = f"h.{i}."
-        w_qkv, b_qkv = take(p + "attn.c_attn.weight"), take(p + "attn.c_attn.bias")
-        w_q, w_k, w_v = np.split(w_qkv, 3, axis=1)  # each (D, H K): x @ w_q = queries
-        b_q, _, b_v = np.split(b_qkv, 3)  # the key bias cancels in the softmax
-        w_o, b_o = take(p + "attn.c_proj.weight"), take(p + "attn.c_proj.bias")  # (H Dv, D)
-        attention = block.attention
-        values = {
-            "query_projections": w_q.T.reshape(h, k, d),
-            "key_projections": w_k.T.reshape(h, k, d),
-            "value_projections": w_v.T.reshape(h, k, d),
-            "output_projections": w_o.T.reshape(d, h, k).transpose(1, 0, 2),
-            "query_bias": b_q.reshape(h, k),
-            # Each head's values carry b_v; its weights sum to one, so O_h b_v joins the bias.
-            "output_bias": b_o + b_v @ w_o,
-        }
-        attention = eqx.tree_at(
-            lambda a, names=tuple(values): [getattr(a, n) for n in names],
-            attention,
-            [jnp.asarray(v) for v in values.values()],
+    for m in range(config.num_blocks):
+        arrays.update(
+            {f"blocks.{m}.{n}": a for n, a in _block_arrays(checkpoint, m, config).items()}
         )
-        arrays = [
-            take(p + "ln_1.weight"),
-            take(p + "ln_1.bias"),
-            take(p + "ln_2.weight"),
-            take(p + "ln_2.bias"),
-            take(p + "mlp.c_fc.weight").T,
-            take(p + "mlp.c_fc.bias"),
-            take(p + "mlp.c_proj.weight").T,
-            take(p + "mlp.c_proj.bias"),
-        ]
-        block = eqx.tree_at(
-            lambda b: (
-                b.attention,
-                b.attention_norm.weight,
-                b.attention_norm.bias,
-                b.mlp_norm.weight,
-                b.mlp_norm.bias,
-                b.mlp.layers[0].weight,
-                b.mlp.layers[0].bias,
-                b.mlp.layers[1].weight,
-                b.mlp.layers[1].bias,
-            ),
-            block,
-            (attention, *[jnp.asarray(a) for a in arrays]),
-        )
-        blocks.append(block)
-    model = eqx.tree_at(
-        lambda m: (
-            m.tokeniser.table,
-            m.position_embedding.embeddings,
-            m.blocks,
-            m.final_norm.weight,
-            m.final_norm.bias,
-        ),
-        model,
-        (
-            jnp.asarray(take("wte.weight")),
-            jnp.asarray(take("wpe.weight")),
-            tuple(blocks),
-            jnp.asarray(take("ln_f.weight")),
-            jnp.asarray(take("ln_f.bias")),
-        ),
-    )
     # lm_head is the token table itself (tied); causal-mask buffers carry no weights.
-    ignored = {
-        n for n in tensors if n == "lm_head.weight" or n.endswith(("attn.bias", "masked_bias"))
-    }
-    unused = set(tensors) - used - ignored
-    if unused:
-        raise ValueError(f"checkpoint tensors the model does not use: {sorted(unused)[:5]}")
-    leaves = jax.tree_util.tree_leaves(model)
-    if any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):
-        raise ValueError("some of the model's weights were not in the checkpoint")
-    return model
+    checkpoint.check_all_read(
+        ignored=lambda n: n == "lm_head.weight" or n.endswith(("attn.bias", "masked_bias"))
+    )
+    return language_model_from_arrays(config, arrays)
 
 
 def load_gpt2(path: str | os.PathLike) -> LanguageModel:

