@@ -52,36 +52,37 @@ CACHE_DIR = Path(
 )
 
 
-def smollm2_config(
-    vocab_size: int = 49_152,
-    dim: int = 576,
-    num_blocks: int = 30,
-    num_heads: int = 9,
-    num_kv_heads: int = 3,
-    mlp_hidden_dim: int = 1536,
-    rotary_base: float = 100_000.0,
-    norm_eps: float = 1e-5,
-    context_length: int = 8192,
-    tied_embeddings: bool = True,
-) -> LMConfig:
-    """A Llama-architecture model as an :class:`LMConfig` (the defaults: SmolLM2-135M).
+# SmolLM2-135M's sizes, as its config.json gives them.
+SMOLLM2_SIZES = {
+    "vocab_size": 49_152,
+    "dim": 576,
+    "num_blocks": 30,
+    "num_heads": 9,
+    "num_kv_heads": 3,
+    "mlp_hidden_dim": 1536,
+    "rotary_base": 100_000.0,
+    "norm_eps": 1e-5,
+    "context_length": 8192,
+    "tied_embeddings": True,
+}
+
+
+def smollm2_config(**changes) -> LMConfig:
+    """SmolLM2-135M's :class:`LMConfig`, with the sizes named in ``changes`` replaced.
 
     Against chapter 9's model: RMSNorm for LayerNorm, a gated MLP with SiLU (SwiGLU) and no
     biases, G < H key-value heads, rotary positions with a larger base in the half-split layout
-    (Hugging Face's), and the token table as the read-out.
+    (Hugging Face's), and the token table as the read-out (see :func:`.llama.llama_config`).
+
+    Raises:
+        TypeError: for a name that is not one of :data:`SMOLLM2_SIZES`.
     """
-    return llama_config(
-        vocab_size=vocab_size,
-        dim=dim,
-        num_blocks=num_blocks,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        mlp_hidden_dim=mlp_hidden_dim,
-        rotary_base=rotary_base,
-        norm_eps=norm_eps,
-        context_length=context_length,
-        tied_embeddings=tied_embeddings,
-    )
+    unknown = sorted(set(changes) - set(SMOLLM2_SIZES))
+    if unknown:
+        raise TypeError(
+            f"smollm2_config has no size {unknown}; its sizes are {list(SMOLLM2_SIZES)}"
+        )
+    return llama_config(**{**SMOLLM2_SIZES, **changes})
 
 
 SMOLLM2_135M = smollm2_config()
