@@ -265,3 +265,41 @@ def test_detector_catches_a_cited_file_that_is_not_tracked():
     )
     assert untracked_citations(text, tracked) == ["benchmarks/results/lm_ablation_2026-11-27.json"]
     assert untracked_citations("See scripts/serve.py.", tracked) == ["scripts/serve.py"]
+
+
+def _exercise_index():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "exercise_index", REPO / "scripts/exercise_index.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_exercise_index_lists_every_chapters_exercises():
+    index = _exercise_index()
+    assert (BOOK / "exercise_index.md").read_text() == index.index_text(), (
+        "book/exercise_index.md is out of date: run python scripts/exercise_index.py"
+    )
+    # Every numbered chapter's exercises are there, numbered 1, 2, ... without a gap.
+    for notebook in index.chapters():
+        _, items, coding = index.exercises(notebook)
+        assert len(items) >= 3 and len(coding) >= 3, (notebook.name, items, coding)
+
+
+def test_the_exercise_index_reads_items_as_the_chapters_write_them(tmp_path):
+    cell = {
+        "cell_type": "markdown",
+        "source": "## Exercises\n\n1. **Bold title.** Then text\n   that wraps.\n"
+        "2. A question with\n   no title that runs on for many words, more than twelve, "
+        "before its end. More.",
+    }
+    coding = {"cell_type": "markdown", "source": "**Coding exercise 3.2: the softmax.**"}
+    heading = {"cell_type": "markdown", "source": "# A chapter\n"}
+    notebook = tmp_path / "03_x.ipynb"
+    notebook.write_text(__import__("json").dumps({"cells": [heading, cell, coding]}))
+    title, items, found = _exercise_index().exercises(notebook)
+    assert title == "A chapter" and found == ["the softmax"]
+    assert items == ["Bold title", "A question with no title that runs on for many words, more …"]
