@@ -12,8 +12,9 @@ right or wrong as the data say, and that the feedback sits in an aria-live regio
 numeric question it gives the right answer, an answer within the tolerance, every listed common
 mistake, a wrong number and text that is no number. In each chapter, the first question of each
 kind is answered as a reader would (mouse clicks, Enter on the focused first option, typed
-keys); the page's own script presses and types the rest, one round trip per question. The layout test checks that nothing in the quiz runs past
-its box at either width, with every explanation open. Run with
+keys); the page's own script presses and types the rest, one round trip per question. The
+layout test checks that nothing in the quiz runs past its box at either width, with every
+explanation open. Run with
 ``.venv/bin/python -m pytest tests/browser -q -p no:randomly --run-browser -m browser -k quiz``.
 """
 
