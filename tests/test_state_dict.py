@@ -52,6 +52,7 @@ def test_a_fill_equals_the_model_built_directly(config):
     arrays = arrays_of(model)
     assert set(arrays) == set(leaf_paths(skeleton(config)))
     filled = fill(skeleton(config), arrays)
+    assert arrays == {}  # placed and let go: the checkpoint is not held beside the model
     assert_same_model(filled, model)
     assert np.array_equal(filled(np.arange(5)), model(np.arange(5)))
     # The same check tells models apart: another key gives other weights.

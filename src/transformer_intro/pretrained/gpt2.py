@@ -18,6 +18,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..models.language_model import LanguageModel, LMConfig
@@ -84,12 +86,12 @@ def gpt2_config_from_hf(config: dict) -> LMConfig:
 GPT2_SMALL = gpt2_config()
 
 
-def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, np.ndarray]:
+def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, jax.Array]:
     """Block ``m``'s weights, by their paths in the book's block."""
     h, k, d = config.num_heads, config.head_dim, config.dim
     p = f"h.{m}."
-    w_q, w_k, w_v = np.split(checkpoint[p + "attn.c_attn.weight"], 3, axis=1)  # x @ w_q: queries
-    b_q, _, b_v = np.split(checkpoint[p + "attn.c_attn.bias"], 3)  # the key bias cancels
+    w_q, w_k, w_v = jnp.split(checkpoint[p + "attn.c_attn.weight"], 3, axis=1)  # x @ w_q: queries
+    b_q, _, b_v = jnp.split(checkpoint[p + "attn.c_attn.bias"], 3)  # the key bias cancels
     w_o, b_o = checkpoint[p + "attn.c_proj.weight"], checkpoint[p + "attn.c_proj.bias"]  # (H Dv, D)
     return {
         "attention_norm.weight": checkpoint[p + "ln_1.weight"],
@@ -100,7 +102,7 @@ def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str,
         "attention.output_projections": w_o.T.reshape(d, h, k).transpose(1, 0, 2),
         "attention.query_bias": b_q.reshape(h, k),
         # Each head's values carry b_v; its weights sum to one, so O_h b_v joins the bias.
-        "attention.output_bias": b_o + b_v @ w_o,
+        "attention.output_bias": b_o + jnp.dot(b_v, w_o, precision=jax.lax.Precision.HIGHEST),
         "mlp_norm.weight": checkpoint[p + "ln_2.weight"],
         "mlp_norm.bias": checkpoint[p + "ln_2.bias"],
         "mlp.layers.0.weight": checkpoint[p + "mlp.c_fc.weight"].T,

@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from ..models.language_model import LanguageModel, LMConfig
@@ -95,7 +96,7 @@ def hf_tensors_from_folder(folder: Path) -> LazyTensors:
     )
 
 
-def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, np.ndarray]:
+def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, jax.Array]:
     """Block ``m``'s weights, by their paths in the book's block."""
     h, k, d = config.num_heads, config.head_dim, config.dim
     g = config.num_kv_heads or h

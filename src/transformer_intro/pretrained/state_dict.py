@@ -78,8 +78,11 @@ class Checkpoint:
         self.tensors = tensors
         self.read: set[str] = set()
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        """The tensor ``name`` as float32.
+    def __getitem__(self, name: str) -> jax.Array:
+        """The tensor ``name`` as a float32 JAX array.
+
+        Converted at once, so that the float32 copy a lazy reader made is let go before the
+        next tensor is read: the converter then holds the checkpoint once, in JAX's memory.
 
         Raises:
             KeyError: when the checkpoint has no tensor ``name``.
@@ -87,7 +90,7 @@ class Checkpoint:
         if name not in self.tensors:
             raise KeyError(f"the checkpoint has no tensor {name!r}")
         self.read.add(name)
-        return np.asarray(self.tensors[name], np.float32)
+        return jnp.asarray(self.tensors[name], jnp.float32)
 
     def check_all_read(self, ignored: Callable[[str], bool] = lambda name: False) -> None:
         """Raise if a tensor was never read, unless ``ignored(name)``.
@@ -120,31 +123,33 @@ def fill(skeleton: Skeleton, arrays: Mapping[str, ArrayLike]) -> Skeleton:
         skeleton: a model from ``eqx.filter_eval_shape``: its weights are
             ``jax.ShapeDtypeStruct``; its other leaves (functions, say) are kept as they are.
         arrays: dotted path -> array, each of the shape of the weight at that path; it is
-            converted to that weight's dtype.
+            converted to that weight's dtype. A ``dict`` is emptied as its arrays are placed,
+            so that a large model is not held twice, once as the checkpoint's arrays and once
+            as the model's (for SmolLM2, 540 MB more at the peak).
 
     Raises:
         ValueError: when anything does not fit; the message names every path whose array has
             another shape than the weight (with both shapes), every array at a path that is no
             weight of the model, and every weight left without an array.
     """
-    mismatched, unfilled, placed = [], [], set()
+    remaining = arrays if isinstance(arrays, dict) else dict(arrays)
+    mismatched, unfilled = [], []
 
     def put(path, leaf):
         if not isinstance(leaf, jax.ShapeDtypeStruct):
             return leaf
         name = _path_name(path)
-        if name not in arrays:
+        if name not in remaining:
             unfilled.append(name)
             return leaf
-        placed.add(name)
-        value = arrays[name]
+        value = remaining.pop(name)
         if tuple(np.shape(value)) != leaf.shape:
             mismatched.append(f"{name} (array {tuple(np.shape(value))}, model {leaf.shape})")
             return leaf
         return jnp.asarray(value, leaf.dtype)
 
     model = jax.tree_util.tree_map_with_path(put, skeleton)
-    left_over = sorted(set(arrays) - placed)
+    left_over = sorted(remaining)
     problems = []
     if mismatched:
         problems.append(f"shapes differ at {_listed(mismatched)}")
