@@ -100,16 +100,21 @@ VARIANTS["combined_identity"] = (
 
 
 def machine() -> dict:
-    model = "unknown"
+    """The processor (its name, and whether it has AVX-512), the software and the devices."""
+    model, flags = "unknown", ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
+        cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name") and model == "unknown":
+            model = line.split(":", 1)[1].strip()
+        if line.startswith("flags") and not flags:
+            flags = line
     return {
         "cpu": model,
+        "avx512": " avx512f" in flags,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),

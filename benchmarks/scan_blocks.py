@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -107,27 +106,6 @@ def one_run(scan: bool) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def machine() -> dict:
-    import jax
-
-    name = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return {
-        "processor": name,
-        "avx512": " avx512f " in flags,
-        "cores": os.cpu_count(),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "jax": jax.__version__,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,6 +113,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/scan_blocks.json"))
     args = parser.parse_args()
+    from lm_ablation import machine  # beside this script
+
     load_before = os.getloadavg()
     runs = {"loop": [], "scan": []}
     for _ in range(args.repeats):
