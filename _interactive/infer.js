@@ -16,14 +16,22 @@
  *
  * Widgets: <div class="book-infer" data-model="vit"></div> (draw a digit),
  * <div class="book-infer" data-model="lm"></div> (continue a prompt) and
- * <div class="book-infer" data-model="dates"></div> (a date to ISO 8601). window.bookModels is the
- * small API the widgets and the browser tests (tests/browser/test_infer_*.py) use.
+ * <div class="book-infer" data-model="dates"></div> (a date to ISO 8601), each followed by its
+ * static picture, img.book-infer-static, for print and for readers without JavaScript.
+ * window.bookModels is the small API the widgets and the browser tests
+ * (tests/browser/test_infer_*.py) use.
  */
 (function () {
   "use strict";
 
   const script = document.currentScript;
   const BASE = script && script.src ? script.src.replace(/[^/]*$/, "") : "_static/";
+
+  // Each widget has a static picture beside it (img.book-infer-static, drawn by
+  // scripts/infer_fallbacks.py) for readers without JavaScript and for print; with this class on
+  // <html>, infer.css hides the picture on screen, where the live widget shows instead. Set while
+  // the page's head is read, so that the picture never flashes up first.
+  document.documentElement.classList.add("book-infer-js");
 
   // ---------------------------------------------------------------------------------------------
   // Loading the weights (once per page)
