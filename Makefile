@@ -35,6 +35,11 @@ lint: $(STAMP)
 # so a module's fixtures, and a notebook's kernel, are set up once.
 # Files are handed out longest first, so that neither process is left alone with a long one.
 XDIST      := -n 2 --dist loadfile --no-loadscope-reorder
+# One thread for OpenMP (torch, in chapter 15 and the tests that compare with transformers) in
+# each of the two processes: a team of two threads, one of them waiting for the core the other
+# process holds, spins (transformers' 30 greedy tokens beside a busy process: 18 to 53 s with two
+# threads, 2.3 s with one).
+unit nbval unit-and-nbval: export OMP_NUM_THREADS := 1
 UNIT_FIRST := tests/test_pretrained.py tests/test_parallel.py tests/test_vit_and_training.py \
 	tests/test_modern.py tests/test_language_model.py tests/test_training.py
 UNIT_FILES := $(UNIT_FIRST) $(filter-out $(UNIT_FIRST),$(wildcard tests/test_*.py tests/*/test_*.py))
