@@ -107,7 +107,7 @@ nbval-other-paths:
 # sets), where a run that skipped them could pass green without having looked at the book at all.
 browser: book
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
-		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser -m browser $(XDIST); \
+		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser -m browser $(XDIST) --durations=10; \
 	elif [ "$$CI" = true ]; then \
 		echo "Chromium not found, and CI=true: the browser tests must run in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi

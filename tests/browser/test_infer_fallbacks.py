@@ -7,6 +7,9 @@ Each widget, ``<div class="book-infer" data-model="...">``, is followed by its p
   ``<noscript>`` sentence and the picture show, and the picture has loaded;
 - printed (print media emulated, JavaScript on): the picture shows and the widget does not;
 - on screen with JavaScript: the widget shows (its start button), the picture does not.
+
+The paragraph that says what to try with a widget (``.book-infer-try``) shows only beside a live
+widget: without JavaScript and on paper there is no button to press.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ return {
   startShown: shown(widget && widget.querySelector("button.bi-start")),
   text: widget ? widget.innerText : null,
   scripted: document.documentElement.classList.contains("book-infer-js"),
+  tryShown: [...document.querySelectorAll(".book-infer-try")].some(shown),
+  tryText: [...document.querySelectorAll(".book-infer-try")].map((n) => n.textContent).join(""),
 };
 """
 
@@ -93,6 +98,7 @@ def test_without_javascript_the_picture_shows(no_script, book_server, model):
     assert info["alt"].startswith("Static picture of the")
     assert "This box needs JavaScript" in info["text"], info["text"]
     assert not info["startShown"]
+    assert "What to try" in info["tryText"] and not info["tryShown"], "no button to press"
 
 
 @pytest.mark.parametrize("model", sorted(PAGES))
@@ -102,6 +108,7 @@ def test_in_print_the_picture_replaces_the_widget(printed, book_server, model):
     assert info["scripted"]
     assert info["loaded"] and info["imageShown"], info
     assert not info["widgetShown"], info
+    assert "What to try" in info["tryText"] and not info["tryShown"], "no button on paper"
 
 
 @pytest.mark.parametrize("model", sorted(PAGES))
@@ -115,3 +122,4 @@ def test_on_screen_with_javascript_the_widget_shows_and_the_picture_does_not(
     assert not info["imageShown"], info
     assert info["loaded"], "the hidden picture still loads, ready for print"
     assert "This box needs JavaScript" not in info["text"]
+    assert info["tryShown"], "what to try with the widget shows beside it"
