@@ -80,7 +80,7 @@ def attention_weights(
     *,
     scaled: bool = False,
     mask: Bool[Array, "Nin Nout"] | None = None,
-    bias: Float[Array, "Nin Nout"] | None = None,
+    bias: Float[Array, "#Nin #Nout"] | None = None,
 ) -> Float[Array, "Nin Nout"]:
     """Column-normalised attention matrix ``A[n', n] = softmax_{n'}(k_n'ᵀ q_n)``.
 
@@ -94,9 +94,10 @@ def attention_weights(
             to input n' (see :func:`causal_mask`, :func:`padding_mask`). Every column must allow at
             least one input.
         bias: optional score bias ``B[n', n]`` added to the (scaled) scores before the mask, so that
-            ``A = softmax_{n'}(k_n'ᵀ q_n + B[n', n])``; any array that broadcasts to (Nin, Nout),
-            e.g. an (Nin, 1) column for a bias per key. Relative position encodings, learned
-            content-free mixing and kernel regression are all such biases (book chapter 11).
+            ``A = softmax_{n'}(k_n'ᵀ q_n + B[n', n])``; (Nin, Nout), or with an axis of size 1
+            that broadcasts, e.g. an (Nin, 1) column for a bias per key. Relative position
+            encodings, learned content-free mixing and kernel regression are all such biases (book
+            chapter 11).
 
     Returns:
         A, shape (Nin, Nout); each column sums to one over the inputs n'.
@@ -522,7 +523,7 @@ class MultiHeadAttention(eqx.Module):
 
     def empty_cache(
         self, window: int, dtype=jnp.float32
-    ) -> tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]:
+    ) -> tuple[Float[Array, "Hkv W K"], Float[Array, "Hkv W Dv"]]:
         """Room for the keys and values of ``window`` tokens, preallocated as zeros.
 
         There is one slot per key-value head, so grouped-query attention's cache is H/H_kv times
@@ -538,9 +539,9 @@ class MultiHeadAttention(eqx.Module):
     def extend(
         self,
         x: Float[Array, "T D"],
-        cache: tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]],
+        cache: tuple[Float[Array, "Hkv W K"], Float[Array, "Hkv W Dv"]],
         start: Int[Array, ""] | int,
-    ) -> tuple[Float[Array, "T D"], tuple[Float[Array, "H W K"], Float[Array, "H W Dv"]]]:
+    ) -> tuple[Float[Array, "T D"], tuple[Float[Array, "Hkv W K"], Float[Array, "Hkv W Dv"]]]:
         """Causal self-attention for T new tokens at positions ``start, ..., start + T - 1``.
 
         The keys and values of the earlier tokens are read from ``cache`` instead of being

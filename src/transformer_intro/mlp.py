@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 __all__ = ["GatedMLP", "MLP"]
 
@@ -74,7 +74,7 @@ class MLP(eqx.Module):
             x = self.activation(layer(x))
         return self.layers[-1](x)
 
-    def batched(self, x: Float[Array, "... D"]) -> Float[Array, "... Dout"]:
+    def batched(self, x: Float[ArrayLike, "... D"]) -> Float[Array, "... Dout"]:
         """The same MLP on any leading batch shape, as plain matrix products."""
         for layer in self.layers[:-1]:
             x = self.activation(x @ layer.weight.T + layer.bias)
@@ -137,7 +137,7 @@ class GatedMLP(eqx.Module):
         _check_one_token(x)
         return self.down(self.activation(self.gate(x)) * self.up(x))
 
-    def batched(self, x: Float[Array, "... D"]) -> Float[Array, "... Dout"]:
+    def batched(self, x: Float[ArrayLike, "... D"]) -> Float[Array, "... Dout"]:
         """The same layer on any leading batch shape, as plain matrix products."""
 
         def linear(layer, h):

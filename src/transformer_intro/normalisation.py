@@ -5,7 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 __all__ = ["LayerNorm", "RMSNorm"]
 
@@ -33,7 +33,7 @@ class LayerNorm(eqx.Module):
         self.bias = jnp.zeros(dim)
         self.eps = eps
 
-    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+    def __call__(self, x: Float[ArrayLike, "... D"]) -> Float[Array, "... D"]:
         """Normalise every token (the last axis), each on its own.
 
         Raises:
@@ -73,7 +73,7 @@ class RMSNorm(eqx.Module):
         self.weight = jnp.ones(dim)
         self.eps = eps
 
-    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+    def __call__(self, x: Float[ArrayLike, "... D"]) -> Float[Array, "... D"]:
         """Normalise every token (the last axis), each on its own.
 
         Raises:

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jaxtyping import Array, Float, Int, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .training.recipe import Recipe
 
@@ -110,7 +110,7 @@ def prepare_images(images: Array) -> Float[Array, "B 1 H W"]:
     return (images.astype(jnp.float32) * (2.0 / 255.0) - 1.0)[:, None]
 
 
-def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> Array:
+def shift_images(images: ArrayLike, offsets: Int[Array, "B 2"], max_shift: int) -> Array:
     """Translate each image of a (B, H, W) batch within its zero-padded frame.
 
     Image i's (H, W) window starts at row ``offsets[i, 0]`` and column ``offsets[i, 1]`` of the
@@ -139,8 +139,10 @@ def shift_images(images: Array, offsets: Int[Array, "B 2"], max_shift: int) -> A
     return jax.vmap(crop)(images, offsets)
 
 
-def random_shifts(key: PRNGKeyArray, images: Array, max_shift: int) -> Array:
+def random_shifts(key: PRNGKeyArray, images: ArrayLike, max_shift: int) -> ArrayLike:
     """Move each image of a (B, H, W) batch by its own random whole-pixel offset.
+
+    ``max_shift=0`` returns ``images`` itself, a NumPy array if it was one.
 
     The offset along each axis is drawn uniformly from ``[-max_shift, max_shift]``, and the
     uncovered border is filled with zeros.
@@ -267,8 +269,13 @@ def _classification_sums(model, images, labels):
 # ---------------------------------------------------------------------------------------------
 
 
-def inputs_and_targets(windows: Int[Array, "B N+1"]) -> tuple[Int[Array, "B N"], Int[Array, "B N"]]:
-    """A window of N + 1 symbols gives N inputs and, at each position, the symbol that follows."""
+def inputs_and_targets(
+    windows: Int[ArrayLike, "B W"],
+) -> tuple[Int[ArrayLike, "B W-1"], Int[ArrayLike, "B W-1"]]:
+    """A window of W = N + 1 symbols gives N inputs and, at each, the symbol that follows.
+
+    The two are slices of ``windows``: NumPy arrays for a NumPy array, JAX arrays for a JAX one.
+    """
     return windows[:, :-1], windows[:, 1:]
 
 
@@ -356,11 +363,13 @@ class NextSymbolPrediction(eqx.Module):
         self.window = window
         self.eval_chunk = eval_chunk
 
-    def batch(self, key: PRNGKeyArray, batch_size: int) -> Int[Array, "B N+1"]:
+    def batch(self, key: PRNGKeyArray, batch_size: int) -> Int[Array, "B {self.window}+1"]:
         """B windows of N + 1 consecutive symbols from the training text (see the class)."""
         return random_windows(self.train_ids, key, batch_size, self.window + 1)
 
-    def loss(self, model, windows: Int[Array, "B N+1"]) -> tuple[Array, dict[str, Array]]:
+    def loss(
+        self, model, windows: Int[Array, "B {self.window}+1"]
+    ) -> tuple[Array, dict[str, Array]]:
         """The mean cross-entropy, in nats, of every next-symbol prediction; no metrics."""
         inputs, targets = inputs_and_targets(windows)
         return _cross_entropy(model.batched(inputs), targets).mean(), {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import numpy as np
-from jaxtyping import Array, Float, Int, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 # Subword tokens live in their own module; they belong beside Vocabulary, so re-export them here.
 from transformer_intro.bpe import GPT2_PATTERN, BytePairEncoding  # noqa: F401
@@ -44,7 +44,7 @@ class DiscreteTokeniser(eqx.Module):
         """
         self.table = jax.random.normal(key, (vocab_size, dim))
 
-    def __call__(self, symbols: Int[Array, " N"]) -> Float[Array, "N D"]:
+    def __call__(self, symbols: Int[ArrayLike, " N"]) -> Float[Array, "N D"]:
         """The N tokens of N symbol ids; an id outside 0, ..., |V|-1 is an error."""
         # JAX clamps out-of-range indices silently; a tokeniser should say so instead.
         symbols = eqx.error_if(

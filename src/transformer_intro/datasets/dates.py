@@ -40,6 +40,7 @@ import string
 from collections.abc import Callable, Iterable
 
 import numpy as np
+from jaxtyping import ArrayLike, Int
 
 from ..tokenisers import Vocabulary
 
@@ -314,7 +315,7 @@ def encode_targets(
     return inputs, targets
 
 
-def decode_target(ids: Iterable[int]) -> str:
+def decode_target(ids: Iterable[int] | Int[ArrayLike, ...]) -> str:
     """The characters of a decoded target up to its first ``<end>`` (or padding)."""
     ids = list(np.asarray(ids).reshape(-1))
     stop = next((i for i, t in enumerate(ids) if t in (END_ID, PAD_ID)), len(ids))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..tokenisers import DiscreteTokeniser, patchify
@@ -67,7 +68,7 @@ def _channels_last(image, P):
 
 def _column_order(image, P):
     C, H, W = image.shape
-    tokens = np.asarray(patchify(image, P))
+    tokens = np.asarray(patchify(jnp.asarray(image), P))
     return tokens.reshape(H // P, W // P, -1).transpose(1, 0, 2).reshape(tokens.shape)
 
 

@@ -128,7 +128,8 @@ def _average_cases():
         Case("N = 4 tokens, D = 3", (n(4, 3), jax.nn.softmax(n(4, 4), axis=0))),
         Case("N = 5 inputs, 2 outputs, D = 6", (n(5, 6), jax.nn.softmax(n(5, 2), axis=0))),
         Case("causal weights, N = 3, D = 3",
-             (n(3, 3), attention_weights(n(3, 3), n(3, 3), mask=causal_mask(3)))),
+             (n(3, 3), attention_weights(jnp.asarray(n(3, 3)), jnp.asarray(n(3, 3)),
+                                         mask=causal_mask(3)))),
     ]  # fmt: skip
 
 

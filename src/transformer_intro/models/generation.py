@@ -71,7 +71,7 @@ def _keep_top_k(logits: Float[Array, " V"], k: int) -> Float[Array, " V"]:
     return jnp.where(logits >= kth, logits, -jnp.inf)
 
 
-def _keep_nucleus(logits: Float[Array, " V"], p: Float[Array, ""]) -> Float[Array, " V"]:
+def _keep_nucleus(logits: Float[Array, " V"], p: Float[Array, ""] | float) -> Float[Array, " V"]:
     # The smallest set of likeliest tokens whose probabilities add up to at least p: a token is
     # kept when the tokens likelier than it add up to less than p (the likeliest always is).
     ordered = jnp.sort(logits)[::-1]

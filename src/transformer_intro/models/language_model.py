@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from ..attention import causal_mask
 from ..block import TransformerBlock
@@ -241,7 +241,7 @@ class LanguageModel(eqx.Module):
         )
         self.config = config
 
-    def _check(self, symbols: Array, start: int = 0) -> None:
+    def _check(self, symbols: ArrayLike, start: int = 0) -> None:
         n = symbols.shape[-1]
         if n == 0:
             raise ValueError("the context is empty: give the model at least one symbol")
@@ -252,7 +252,7 @@ class LanguageModel(eqx.Module):
             )
 
     def embed(
-        self, symbols: Int[Array, " N"], start: Int[Array, ""] | int = 0
+        self, symbols: Int[ArrayLike, " N"], start: Int[Array, ""] | int = 0
     ) -> Float[Array, "N D"]:
         """The tokens ``x_n`` of N symbol ids at positions ``start, ..., start + N - 1``.
 
@@ -276,7 +276,9 @@ class LanguageModel(eqx.Module):
             return x @ self.tokeniser.table.T
         return x @ self.unembedding.weight.T + self.unembedding.bias
 
-    def __call__(self, symbols: Int[Array, " N"], *, causal: bool = True) -> Float[Array, "N V"]:
+    def __call__(
+        self, symbols: Int[ArrayLike, " N"], *, causal: bool = True
+    ) -> Float[Array, "N V"]:
         """Next-symbol logits at every position of one sequence: row n predicts symbol n + 1.
 
         ``causal=False`` drops the mask (a model that peeks at the future: only for demonstrating
@@ -288,7 +290,7 @@ class LanguageModel(eqx.Module):
         x, _ = self._through_blocks(lambda block, x, _: (block(x, mask), None), x)
         return self.readout(x)
 
-    def batched(self, symbols: Int[Array, "B N"]) -> Float[Array, "B N V"]:
+    def batched(self, symbols: Int[ArrayLike, "B N"]) -> Float[Array, "B N V"]:
         """``jax.vmap(self)(symbols)`` through the blocks' fast batched paths.
 
         This is what training uses.
@@ -299,7 +301,7 @@ class LanguageModel(eqx.Module):
         x, _ = self._through_blocks(lambda block, x, _: (block.batched(x, mask), None), x)
         return self.readout(x)
 
-    def attention_maps(self, symbols: Int[Array, " N"]) -> Float[Array, "M H N N"]:
+    def attention_maps(self, symbols: Int[ArrayLike, " N"]) -> Float[Array, "M H N N"]:
         """``A_h[n', n]`` of every head of every block on one sequence (columns sum to one)."""
         self._check(symbols)
         x = self.embed(symbols)

@@ -86,7 +86,7 @@ class ChatTokeniser(BytePairEncoding):
 
 def from_vocabulary(
     tokens: Sequence[str],
-    merges: Iterable[str | tuple[str, str]],
+    merges: Iterable[str | tuple[str, str] | list[str]],
     *,
     special_tokens: Iterable[str],
     pattern: str = BYTE_LEVEL_PATTERN,
@@ -96,7 +96,8 @@ def from_vocabulary(
 
     Args:
         tokens: the vocabulary, ``tokens[i]`` the token with id i.
-        merges: the merge list, earliest first, each ``"a b"`` or ``(a, b)``.
+        merges: the merge list, earliest first, each ``"a b"``, ``(a, b)`` or ``[a, b]`` (as
+            newer ``tokenizer.json`` files store them).
         special_tokens: the tokens matched literally in text and never merged.
         pattern: the pre-splitting regular expression.
         **options: ``chat_template`` and ``eos_token``.

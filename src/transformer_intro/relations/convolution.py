@@ -46,7 +46,7 @@ def quadratic_position_bias(
     key_positions: Float[Array, "Nin d"],
     query_positions: Float[Array, "Nout d"],
     offset: Float[Array, " d"],
-    alpha: float,
+    alpha: float | Float[Array, ""],
 ) -> Float[Array, "Nin Nout"]:
     """``Ψ[n', n] = -α (|δ|² - 2 Δᵀ δ)`` with ``δ = p_n' - p_n``: a score peaked at ``p_n + Δ``."""
     delta = key_positions[:, None, :] - query_positions[None, :, :]
@@ -56,7 +56,7 @@ def quadratic_position_bias(
 def convolution_as_attention(
     x: Float[Array, "*spatial Cin"],
     kernel: Float[Array, "*window Cout Cin"],
-    alpha: float,
+    alpha: float | Float[Array, ""],
     *,
     offsets: Float[Array, "H d"] | None = None,
 ) -> Float[Array, "*spatial Cout"]:

@@ -54,7 +54,7 @@ def attention_update(
 
 def hopfield_iterates(
     state: Float[Array, " D"], patterns: Float[Array, "N D"], beta: float, steps: int
-) -> Float[Array, "steps+1 D"]:
+) -> Float[Array, "{steps}+1 D"]:
     """The state and its first ``steps`` updates."""
 
     def step(current, _):

@@ -21,7 +21,9 @@ __all__ = ["gaussian_kernel", "kernel_regression_attention", "nadaraya_watson"]
 
 
 def gaussian_kernel(
-    inputs: Float[Array, "Nin D"], queries: Float[Array, "Nout D"], bandwidth: float
+    inputs: Float[Array, "Nin D"],
+    queries: Float[Array, "Nout D"],
+    bandwidth: float | Float[Array, ""],
 ) -> Float[Array, "Nin Nout"]:
     """``K[i, n] = exp(-|q_n - x_i|² / (2σ²))``: 1 at distance 0, falling with distance."""
     squared_distances = jnp.sum((inputs[:, None, :] - queries[None, :, :]) ** 2, axis=-1)
@@ -32,7 +34,7 @@ def nadaraya_watson(
     inputs: Float[Array, "Nin D"],
     targets: Float[Array, "Nin Dy"],
     queries: Float[Array, "Nout D"],
-    bandwidth: float,
+    bandwidth: float | Float[Array, ""],
 ) -> Float[Array, "Nout Dy"]:
     """The estimator as written: kernel weights, divided by their sum for each query."""
     kernel = gaussian_kernel(inputs, queries, bandwidth)
@@ -43,7 +45,7 @@ def kernel_regression_attention(
     inputs: Float[Array, "Nin D"],
     targets: Float[Array, "Nin Dy"],
     queries: Float[Array, "Nout D"],
-    bandwidth: float,
+    bandwidth: float | Float[Array, ""],
     *,
     key_bias: bool = True,
 ) -> Float[Array, "Nout Dy"]:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from ..attention import attend, causal_mask
 
@@ -106,7 +106,7 @@ def masked_linear_attention(
     keys: Float[Array, "N K"],
     queries: Float[Array, "N K"],
     values: Float[Array, "N Dv"],
-    mask: Float[Array, "N N"],
+    mask: Float[Array, "N N"] | Bool[Array, "N N"],
 ) -> Float[Array, "N Dv"]:
     """``y_n = Σ_n' L[n', n] (k_n'ᵀ q_n) v_n'``: unnormalised attention weighted by a mask L."""
     return attend(values, mask * (keys @ queries.T))
