@@ -26,7 +26,8 @@ and commit the pictures:
 
 The same versions of matplotlib and JAX write the same bytes (no time stamp or software name in
 the files); other versions may differ in the last pixels, so no test compares the bytes.
-``tests/test_infer_fallbacks.py`` checks that the script runs and what size its pictures are.
+``tests/test_infer_fallback_pictures.py`` checks that the script runs and what size its pictures
+are.
 """
 
 from __future__ import annotations

@@ -48,35 +48,9 @@ jaxtyping.install_import_hook(
 jax.config.update("jax_default_matmul_precision", "highest")
 
 # Tests of the package's own errors for input that its annotations already exclude (a sequence
-# where one token is due, 10.5 steps): with the checks on, the annotation refuses it first, with
-# jaxtyping's message instead of the package's sentence, which is what a reader, who runs without
-# the hook, sees. They run with the checks off: these, and any test marked ``unchecked``.
-UNCHECKED = {
-    "tests/test_attention.py::test_cross_attention_errors_name_the_problem",
-    "tests/test_attention.py::test_mismatched_keys_and_queries_raise",
-    "tests/test_attention.py::test_wrong_input_shape_raises",
-    "tests/test_bad_input.py::test_a_recipe_field_out_of_range_names_field_value_and_range",
-    "tests/test_bpe.py::test_encode_iterable_errors",
-    "tests/test_config.py::test_a_bad_encoder_decoder_configuration_is_named",
-    "tests/test_config.py::test_unknown_keys_are_refused_by_name",
-    "tests/test_layers.py::test_block_rejects_unknown_residual",
-    "tests/test_layers.py::test_mlp_rejects_a_sequence",
-    "tests/test_lm_config.py::test_bad_options_are_clear_errors",
-    "tests/test_modern.py::test_gated_mlp_formula_and_batched",
-    "tests/test_modern.py::test_gqa_bad_options",
-    "tests/test_modern.py::test_rotary_layouts_equal_up_to_a_permutation",
-    "tests/test_relations.py::test_fast_weights_sum_rule_is_linear_attention_and_delta_rule_overwrites",
-    "tests/test_relations.py::test_kv_cache_attention_rejects_mismatched_shapes",
-    "tests/test_training.py::test_recipe_replace_json_and_checks",
-    "tests/test_training_muon.py::test_default_recipe_is_adamw_and_fields_round_trip",
-    "tests/test_vit_and_training.py::test_configuration_errors_name_the_problem",
-}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if item.nodeid.split("[")[0] in UNCHECKED:
-            item.add_marker("unchecked")
+# where one token is due, 10.5 steps) are marked ``unchecked``: with the checks on, the annotation
+# would refuse the input first, with jaxtyping's message instead of the package's sentence, which
+# is what a reader, who runs without the hook, sees. They run with the checks off.
 
 
 @pytest.fixture(autouse=True)
