@@ -127,9 +127,8 @@ pdf: $(STAMP)
 test: lint unit-and-nbval browser pdf
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
-# JAX with CUDA, Equinox, Optax, jaxtyping, beartype (the unit tests' shape checks) and
-# pytest-xdist, runs the unit tests, then every chapter's code cells, each chapter in a fresh
-# process (scripts/run_chapters.py), GPU_JOBS at a time. Both
+# JAX with CUDA, Equinox, Optax and pytest-xdist, runs the unit tests, then every chapter's code
+# cells, each chapter in a fresh process (scripts/run_chapters.py), GPU_JOBS at a time. Both
 # take their files longest first, in the order of `make unit` and `make nbval`. JAX is asked not
 # to reserve most of the GPU's memory up front, so that the processes can share it.
 # Each test's result is printed as it finishes, so a run cut short still says what failed.

@@ -18,51 +18,14 @@ compiling, the cost: 264 s with the setting against 240 s without, in two runs o
 tests) gets XLA's full effort, as does every module on a GPU. The chapters, run by nbval in their
 own kernels, keep JAX's defaults: what a reader runs is tested as the reader runs it.
 
-The shape checks. The package annotates its arrays' shapes with jaxtyping (``Float[Array, "N D"]``);
-the unit tests import it under jaxtyping's import hook with beartype, so that every annotated
-function checks its arguments and its result against them, and a test fails where an annotation
-and the code disagree (tests/test_shapes_checked.py checks that the hook is live). Under ``jax.jit``
-the checks run while tracing, once per compiled program, not at every call. The hook must be
-installed before anything imports the package, so it is installed here, the first file pytest
-loads from tests/; this also makes it the same in each pytest-xdist process. The notebooks, run by
-nbval in their own kernels, import the package without it, as a reader does.
-
 The command-line option of the browser test also lives here: pytest parses the command line
 before it collects tests/browser/, so the option must be registered by a conftest it loads first.
 """
 
-import sys
-
 import jax
-import jaxtyping
 import pytest
 
-# Before any test module, or helper module, imports transformer_intro.
-if "transformer_intro" in sys.modules:
-    raise RuntimeError("transformer_intro was imported before jaxtyping's import hook")
-# PEP 484's numeric tower, as static type checkers read annotations: an int is a float.
-jaxtyping.install_import_hook(
-    "transformer_intro", "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))"
-)
-
 jax.config.update("jax_default_matmul_precision", "highest")
-
-# Tests of the package's own errors for input that its annotations already exclude (a sequence
-# where one token is due, 10.5 steps) are marked ``unchecked``: with the checks on, the annotation
-# would refuse the input first, with jaxtyping's message instead of the package's sentence, which
-# is what a reader, who runs without the hook, sees. They run with the checks off.
-
-
-@pytest.fixture(autouse=True)
-def _shape_checks(request):
-    if request.node.get_closest_marker("unchecked") is None:
-        yield
-        return
-    jaxtyping.config.update("jaxtyping_disable", True)
-    try:
-        yield
-    finally:
-        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -78,11 +41,6 @@ def _compile_effort(request):
 
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "unchecked: run without the shape checks (a test of the package's own error for input "
-        "that the annotations already exclude)",
-    )
     config.addinivalue_line(
         "markers",
         "optimised_programs: compile this module's programs with XLA's full optimisation on a CPU "
