@@ -11,12 +11,18 @@ keeps JAX's fast default; chapters 1 to 7 of the book set the same policy in the
 
 The compile effort. On a CPU, most unit tests spend their time compiling small programs that then
 run a few times, so XLA is asked not to optimise much (``jax_disable_most_optimizations``: LLVM's
-optimisation level 0, no expensive passes), as Flax's own tests do. Measured on two cores with
-no compilation cache, tests/test_encoder_decoder.py alone: 78 s against 128 s. A module marked
-``optimised_programs`` (the pretrained model's, whose 135 million parameters make running, not
-compiling, the cost: 264 s with the setting against 240 s without, in two runs of the unit
-tests) gets XLA's full effort, as does every module on a GPU. The chapters, run by nbval in their
-own kernels, keep JAX's defaults: what a reader runs is tested as the reader runs it.
+optimisation level 0, no expensive passes), as Flax's own tests do. Measured on two cores with no
+compilation cache, tests/test_encoder_decoder.py alone: 78 s against 128 s. The same modules also
+compile their fusions with XLA's older loop emitters (``xla_cpu_use_fusion_emitters=false``), which
+compile a small program about twice as fast as the MLIR emitters and run it somewhat slower: on one
+core, tests/test_relations.py spent 17.7 s in XLA's backend compile against 39.2 s (715 programs),
+and took 42 s against 62. JAX has no public setting for a compile option of every program, eager
+operations included, so this file wraps ``jax._src.compiler.get_compile_options``; should a later
+JAX move it, the tests run unchanged, only slower. A module marked ``optimised_programs`` (the
+pretrained model's, whose 135 million parameters make running, not compiling, the cost: 264 s with
+the setting against 240 s without, in two runs of the unit tests) gets XLA's full effort, as does
+every module on a GPU. The chapters, run by nbval in their own kernels, keep JAX's defaults: what a
+reader runs is tested as the reader runs it.
 
 The command-line option of the browser test also lives here: pytest parses the command line
 before it collects tests/browser/, so the option must be registered by a conftest it loads first.
@@ -26,6 +32,27 @@ import jax
 import pytest
 
 jax.config.update("jax_default_matmul_precision", "highest")
+
+_LOOP_EMITTERS = ("xla_cpu_use_fusion_emitters", False)
+
+
+def _with_loop_emitters(get_compile_options):
+    # The loop emitters go with little optimisation: where the fixture below asks for it.
+    def get_options(*args, **kwargs):
+        options = get_compile_options(*args, **kwargs)
+        if jax.config.values["jax_disable_most_optimizations"]:
+            options.env_option_overrides = [*options.env_option_overrides, _LOOP_EMITTERS]
+        return options
+
+    return get_options
+
+
+try:
+    from jax._src import compiler as _compiler
+
+    _compiler.get_compile_options = _with_loop_emitters(_compiler.get_compile_options)
+except (ImportError, AttributeError):  # a later JAX: only slower
+    pass
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,6 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+# As in this process (tests/conftest.py): a checking script compiles many small programs and runs
+# each a few times, so XLA is asked for little optimisation and for its quicker loop emitters.
+LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def quick_compile(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with XLA asked to compile quickly (its own XLA_FLAGS kept)."""
+    flags = " ".join(filter(None, [env.get("XLA_FLAGS", ""), LOOP_EMITTERS]))
+    return {**env, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1", "XLA_FLAGS": flags}
+
 
 def json_report(script: Path, env: dict[str, str], timeout: int = 600) -> dict:
     """Run ``script`` with ``env``; its last line of output, parsed as JSON."""

@@ -10,14 +10,14 @@ import os
 from pathlib import Path
 
 import pytest
-from script_report import json_report
+from script_report import json_report, quick_compile
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = quick_compile(dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     return json_report(ROOT / "tests" / "annotation_checks.py", env)
 
 

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
-from script_report import json_report
+from script_report import json_report, quick_compile
 
 from transformer_intro import VisionTransformer
 from transformer_intro.datasets.synthetic import synthetic_digits
@@ -45,9 +45,7 @@ def _env(devices: int) -> dict[str, str]:
     env.pop("XLA_FLAGS", None)
     env["JAX_PLATFORMS"] = "cpu"  # the forced devices are the CPU's, also where there is a GPU
     env["JAX_NUM_CPU_DEVICES"] = str(devices)
-    # as in this process (tests/conftest.py): compiling, not running, is the subprocess's cost
-    env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
-    return env
+    return quick_compile(env)  # compiling, not running, is the subprocess's cost
 
 
 @pytest.fixture(scope="module")

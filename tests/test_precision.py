@@ -70,6 +70,29 @@ def test_on_a_cpu_the_unit_tests_compile_with_little_optimisation():
     assert jax.config.values["jax_disable_most_optimizations"] == (jax.default_backend() == "cpu")
 
 
+def _asks_for_loop_emitters() -> bool:
+    from jax._src import compiler
+
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    return ("xla_cpu_use_fusion_emitters", False) in options.env_option_overrides
+
+
+def test_on_a_cpu_the_unit_tests_compile_fusions_with_the_loop_emitters():
+    # tests/conftest.py: every program this module compiles asks for XLA's quicker emitters
+    assert _asks_for_loop_emitters() == (jax.default_backend() == "cpu")
+
+
+def test_the_loop_emitters_are_asked_for_only_with_little_optimisation():
+    # Negative control: with XLA's full effort (a module marked optimised_programs) the programs
+    # keep XLA's default emitters.
+    saved = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        assert not _asks_for_loop_emitters()
+    finally:
+        jax.config.update("jax_disable_most_optimizations", saved)
+
+
 @pytest.mark.parametrize("f", [batched, vmapped_definition])
 def test_every_matrix_product_is_compiled_at_highest_precision(layer, batch, f):
     precisions = dot_precisions(f, layer, batch)

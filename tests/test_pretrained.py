@@ -98,6 +98,10 @@ def test_token_ids_match_transformers(ours, reference):
 
 def test_model_and_tokeniser_are_the_books_own(ours):
     assert not jax.config.values["jax_disable_most_optimizations"]  # pytestmark above
+    from jax._src import compiler  # and XLA's default emitters (tests/conftest.py)
+
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    assert ("xla_cpu_use_fusion_emitters", False) not in options.env_option_overrides
     model, tokenizer = ours
     assert isinstance(model, LanguageModel) and model.config == SMOLLM2_135M
     assert isinstance(tokenizer, BytePairEncoding) and tokenizer.pattern == BYTE_LEVEL_PATTERN
