@@ -18,10 +18,11 @@ compile a small program about twice as fast as the MLIR emitters and run it some
 core, tests/test_relations.py spent 17.7 s in XLA's backend compile against 39.2 s (715 programs),
 and took 42 s against 62. JAX has no public setting for a compile option of every program, eager
 operations included, so this file wraps ``jax._src.compiler.get_compile_options``; should a later
-JAX move it, the tests run unchanged, only slower. A module marked ``optimised_programs`` (the
-pretrained model's, whose 135 million parameters make running, not compiling, the cost: 264 s with
-the setting against 240 s without, in two runs of the unit tests) gets XLA's full effort, as does
-every module on a GPU. The chapters, run by nbval in their own kernels, keep JAX's defaults: what a
+JAX move it, tests/test_precision.py says so and the other tests run, only slower. A module marked
+``optimised_programs`` (the pretrained model's, whose 135 million parameters make running, not
+compiling, the cost: 264 s with the setting against 240 s without, in two runs of the unit tests)
+gets XLA's full effort, as does every module on a GPU. The chapters, run by nbval in their own
+kernels, keep their own settings (some ask for the loop emitters in their first cell): what a
 reader runs is tested as the reader runs it.
 
 The command-line option of the browser test also lives here: pytest parses the command line
@@ -51,7 +52,7 @@ try:
     from jax._src import compiler as _compiler
 
     _compiler.get_compile_options = _with_loop_emitters(_compiler.get_compile_options)
-except (ImportError, AttributeError):  # a later JAX: only slower
+except (ImportError, AttributeError):  # a later JAX: slower, and test_precision fails
     pass
 
 
