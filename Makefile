@@ -142,10 +142,11 @@ test: lint unit-and-nbval
 	$(MAKE) --no-print-directory -j2 --output-sync=target browser-checks pdf
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
-# JAX with CUDA, Equinox, Optax and pytest-xdist, runs the unit tests, then every chapter's code
-# cells, each chapter in a fresh process (scripts/run_chapters.py), GPU_JOBS at a time. Both
-# take their files longest first, in the order of `make unit` and `make nbval`. JAX is asked not
-# to reserve most of the GPU's memory up front, so that the processes can share it.
+# JAX with CUDA, Equinox, Optax, jaxtyping, beartype (the unit tests' shape checks) and
+# pytest-xdist, runs the unit tests, then every chapter's code cells, each chapter in a fresh
+# process (scripts/run_chapters.py), GPU_JOBS at a time. Both take their files longest first, in
+# the order of `make unit` and `make nbval`. JAX is asked not to reserve most of the GPU's memory
+# up front, so that the processes can share it.
 # Each test's result is printed as it finishes, so a run cut short still says what failed.
 # `make -j 2 check-gpu` runs the two halves at once.
 GPU_PYTHON ?= python3

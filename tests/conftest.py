@@ -25,12 +25,46 @@ gets XLA's full effort, as does every module on a GPU. The chapters, run by nbva
 kernels, keep their own settings (some ask for the loop emitters in their first cell): what a
 reader runs is tested as the reader runs it.
 
+The shape checks. The package annotates its arrays' shapes with jaxtyping (``Float[Array, "N D"]``);
+the unit tests import it under jaxtyping's import hook with beartype, so that every annotated
+function checks its arguments and its result against them, and a test fails where an annotation
+and the code disagree (tests/test_shapes_checked.py checks that the hook is live). Under ``jax.jit``
+the checks run while tracing, once per compiled program, not at every call. The hook must be
+installed before anything imports the package, so it is installed here, the first file pytest
+loads from tests/; this also makes it the same in each pytest-xdist process. It covers every
+module of the package but ``transformer_intro.pretrained`` (the comment at the hook says why).
+The notebooks, run by nbval in their own kernels, import the package without it, as a reader
+does.
+
 The command-line option of the browser test also lives here: pytest parses the command line
 before it collects tests/browser/, so the option must be registered by a conftest it loads first.
 """
 
+import importlib.util
+import pkgutil
+import sys
+
 import jax
+import jaxtyping
 import pytest
+
+# Before any test module, or helper module, imports transformer_intro.
+if "transformer_intro" in sys.modules:
+    raise RuntimeError("transformer_intro was imported before jaxtyping's import hook")
+# Every module of the package but the pretrained models' readers (GGUF, Hugging Face's layouts),
+# which handle NumPy arrays from files and annotate no shapes: under the hook, gguf's own
+# dequantisation, called from them, took 257 s of SmolLM2's loading against about 10 s in all.
+_CHECKED = [
+    f"transformer_intro.{module.name}"
+    for module in pkgutil.iter_modules(
+        importlib.util.find_spec("transformer_intro").submodule_search_locations
+    )
+    if module.name != "pretrained"
+]
+# PEP 484's numeric tower, as static type checkers read annotations: an int is a float.
+jaxtyping.install_import_hook(
+    _CHECKED, "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))"
+)
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -56,6 +90,24 @@ except (ImportError, AttributeError):  # a later JAX: slower, and test_precision
     pass
 
 
+# Tests of the package's own errors for input that its annotations already exclude (a sequence
+# where one token is due, 10.5 steps) are marked ``unchecked``: with the checks on, the annotation
+# would refuse the input first, with jaxtyping's message instead of the package's sentence, which
+# is what a reader, who runs without the hook, sees. They run with the checks off.
+
+
+@pytest.fixture(autouse=True)
+def _shape_checks(request):
+    if request.node.get_closest_marker("unchecked") is None:
+        yield
+        return
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _compile_effort(request):
     # Module scope, and autouse: set before the module's own fixtures compile anything.
@@ -69,6 +121,11 @@ def _compile_effort(request):
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "unchecked: run without the shape checks (a test of the package's own error for input "
+        "that the annotations already exclude)",
+    )
     config.addinivalue_line(
         "markers",
         "optimised_programs: compile this module's programs with XLA's full optimisation on a CPU "

@@ -12,7 +12,7 @@ from typing import Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ..attention import identity
 from ..block import TransformerBlock
@@ -239,8 +239,9 @@ class VisionTransformer(eqx.Module):
                 f"expected an image of shape ({c}, {s}, {s}), got {tuple(image_shape)}"
             )
 
-    def tokens(self, image: Float[Array, "C H W"]) -> Float[Array, "T D"]:
+    def tokens(self, image: Float[ArrayLike, "C H W"]) -> Float[Array, "T D"]:
         """The initial representation ``X^(0)``: the class token, then the N patches (T = N + 1)."""
+        image = jnp.asarray(image)
         self._check_image(image.shape)
         patches = self.position_embedding(self.tokeniser(image))
         return jnp.concatenate([self.class_token[None], patches], axis=0)
@@ -251,7 +252,7 @@ class VisionTransformer(eqx.Module):
             class_token = self.final_norm(class_token)
         return self.head(class_token)
 
-    def __call__(self, image: Float[Array, "C H W"]) -> Float[Array, " classes"]:
+    def __call__(self, image: Float[ArrayLike, "C H W"]) -> Float[Array, " classes"]:
         """The C class logits of one image, (channels, height, width).
 
         Raises:
@@ -262,7 +263,7 @@ class VisionTransformer(eqx.Module):
             x = block(x)
         return self.classify(x[0])
 
-    def intermediates(self, image: Float[Array, "C H W"]) -> dict[str, Array]:
+    def intermediates(self, image: Float[ArrayLike, "C H W"]) -> dict[str, Array]:
         """Logits plus what happened on the way: every block's input tokens and attention weights.
 
         Returns:
@@ -285,13 +286,14 @@ class VisionTransformer(eqx.Module):
             "logits": self.classify(x[0]),
         }
 
-    def batched(self, images: Float[Array, "B C H W"]) -> Float[Array, "B classes"]:
+    def batched(self, images: Float[ArrayLike, "B C H W"]) -> Float[Array, "B classes"]:
         """``jax.vmap(self)(images)`` through the fast batched paths; used for training.
 
         Raises:
             ValueError: if ``images`` is not a (B, channels, height, width) batch of the
                 configuration's shape.
         """
+        images = jnp.asarray(images)
         if images.ndim != 4:
             raise ValueError(f"expected a batch of images (B, C, H, W), got {images.shape}")
         self._check_image(images.shape[1:])
