@@ -22,7 +22,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from ..tokenisers import Vocabulary
 from .language_model import LanguageModel
@@ -233,7 +233,7 @@ def _check_prompt(model: LanguageModel, prompt: Array, num_tokens: int) -> None:
 
 def generate(
     model: LanguageModel,
-    prompt: Int[Array, " P"],
+    prompt: Int[ArrayLike, " P"],
     num_tokens: int,
     key: PRNGKeyArray,
     *,
@@ -368,7 +368,7 @@ def cached_logits(
 
 def time_generation(
     model: LanguageModel,
-    prompt: Int[Array, " P"],
+    prompt: Int[ArrayLike, " P"],
     num_tokens: int,
     key: PRNGKeyArray,
     *,
