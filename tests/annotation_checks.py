@@ -1,33 +1,29 @@
-"""The package's shape annotations, checked at run time on the models' main calls.
+"""The package's shape annotations, checked on the models' main calls.
 
-The annotations (jaxtyping's ``Float[Array, "B N D"]`` and the like) document every shape but
-are not checked when the package runs. This script imports the package under jaxtyping's import
-hook with beartype, so that every annotated function checks its arguments and result, and traces
-each model's main methods on tiny configurations with ``jax.eval_shape`` (the checks run while
-tracing, so little needs compiling). It prints a JSON object on its last line: the calls that
-passed, and the errors of those that did not. tests/test_annotations.py runs it in a subprocess
-(the hook must be installed before the package is first imported) and asserts on it.
+The annotations (jaxtyping's ``Float[Array, "B N D"]`` and the like) document every shape.
+tests/conftest.py imports the package under jaxtyping's import hook with beartype, so in the unit
+session every annotated function checks its arguments and its result. :func:`main` traces each
+model's main methods on tiny configurations with ``jax.eval_shape`` (the checks run while tracing,
+so little needs compiling) and returns the calls that passed, the errors of those that did not,
+and a control (a wrong shape, which only a live check refuses). tests/test_annotations.py asserts
+on it.
 """
 
 from __future__ import annotations
 
-import json
 import traceback
 
+import jax
+import jax.numpy as jnp
 import jaxtyping
 
-with jaxtyping.install_import_hook("transformer_intro", "beartype.beartype"):
-    import transformer_intro  # noqa: F401
-    from transformer_intro import EncoderDecoder, LanguageModel, LMConfig, VisionTransformer
-    from transformer_intro.adapters import LoRALanguageModel
-    from transformer_intro.attention import causal_mask
-    from transformer_intro.block import TransformerBlock
-    from transformer_intro.models import ViTConfig
-    from transformer_intro.models.generation import cached_logits, generate, generate_ids
-    from transformer_intro.pretrained.smollm2 import smollm2_config
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+from transformer_intro import EncoderDecoder, LanguageModel, LMConfig, VisionTransformer
+from transformer_intro.adapters import LoRALanguageModel
+from transformer_intro.attention import causal_mask
+from transformer_intro.block import TransformerBlock
+from transformer_intro.models import ViTConfig
+from transformer_intro.models.generation import cached_logits, generate, generate_ids
+from transformer_intro.pretrained.smollm2 import smollm2_config
 
 KEY = jax.random.PRNGKey(0)
 TINY_VIT = ViTConfig(
@@ -109,7 +105,3 @@ def main() -> dict:
     except Exception as error:  # noqa: BLE001
         control = f"{type(error).__name__}: {error}"
     return {"passed": passed, "failed": failed, "control": control}
-
-
-if __name__ == "__main__":
-    print(json.dumps(main()))

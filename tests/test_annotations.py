@@ -1,24 +1,18 @@
 """The package's shape annotations hold on the models' main calls (tests/annotation_checks.py).
 
-jaxtyping's import hook must be installed before the package is first imported, and this test
-session has imported it already, so the checks run in a subprocess that prints JSON.
+The unit session imports the package under jaxtyping's import hook (tests/conftest.py), so the
+calls are checked here, in this process.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
+import annotation_checks
 import pytest
-from script_report import json_report, quick_compile
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    env = quick_compile(dict(os.environ, PYTHONPATH=str(ROOT / "src")))
-    return json_report(ROOT / "tests" / "annotation_checks.py", env)
+    return annotation_checks.main()
 
 
 def test_the_checker_is_live(report):

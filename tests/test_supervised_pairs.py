@@ -1,5 +1,6 @@
 """The task of supervised pairs: the loss counts the answer tokens only, and fit trains on it."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,6 +28,11 @@ def _log_softmax(logits):
     return logits - jax.scipy.special.logsumexp(logits, axis=-1, keepdims=True)
 
 
+# One compiled forward pass per sequence length: run op by op, the passes made the loss test
+# take 14.4 s against 8.9.
+_forward = eqx.filter_jit(lambda model, tokens: model(tokens))
+
+
 def _by_hand(model, pairs, count_prompt=False):
     """Mean -log p over the answer tokens (with the prompt's too if ``count_prompt``).
 
@@ -36,7 +42,7 @@ def _by_hand(model, pairs, count_prompt=False):
     terms = []
     for prompt, answer in pairs:
         tokens = prompt + answer
-        log_p = _log_softmax(model(jnp.array(tokens[:-1])))
+        log_p = _log_softmax(_forward(model, jnp.array(tokens[:-1])))
         first = 0 if count_prompt else len(prompt) - 1
         terms += [-log_p[n, tokens[n + 1]] for n in range(first, len(tokens) - 1)]
     return float(np.mean(terms))
@@ -142,5 +148,5 @@ def test_fit_trains_an_adapter_on_the_answers():
     for prompt, answer in PAIRS:
         tokens = list(prompt)
         for _ in answer:
-            tokens.append(int(merged(jnp.array(tokens))[-1].argmax()))
+            tokens.append(int(_forward(merged, jnp.array(tokens))[-1].argmax()))
         assert tokens[len(prompt) :] == answer

@@ -46,7 +46,11 @@ def matches(shown, expected) -> bool:
 
 
 def wait_for_figure(driver, figure_name: str, timeout: float = 20.0):
-    """The figure's root element, once explore.js has turned it into a widget."""
+    """The figure's root element, once explore.js has turned it into a widget.
+
+    One round trip to the browser when the figure is ready: the script returns the element
+    itself (each WebDriver command costs milliseconds, and the figure tests make thousands).
+    """
     deadline = time.monotonic() + timeout
     while True:
         state = driver.execute_script(
@@ -54,11 +58,11 @@ def wait_for_figure(driver, figure_name: str, timeout: float = 20.0):
             "if (!r) return 'missing';"
             "if (r.getAttribute('data-explore-error')) return 'error: ' +"
             " r.getAttribute('data-explore-error');"
-            "return r.getAttribute('data-explore-ready') ? 'ready' : 'waiting';",
+            "return r.getAttribute('data-explore-ready') ? r : 'waiting';",
             _css(figure_name),
         )
-        if state == "ready":
-            return figure_root(driver, figure_name)
+        if not isinstance(state, str):
+            return state
         if state.startswith("error") or time.monotonic() > deadline:
             raise AssertionError(f"interactive figure {figure_name!r}: {state}")
         time.sleep(0.05)
@@ -73,26 +77,29 @@ def figure_root(driver, figure_name: str):
 def point_at(driver, figure_name: str, index: int) -> None:
     """Move the pointer onto output ``index`` of the figure (and click it, as a reader might)."""
     from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
 
     root = wait_for_figure(driver, figure_name)
-    targets = root.find_elements(By.CSS_SELECTOR, f'.ti-out[data-index="{int(index)}"]')
-    if not targets:
+    target = driver.execute_script(
+        "const t = arguments[0].querySelector(arguments[1]);"
+        "if (t) t.scrollIntoView({block: 'center'});"
+        "return t;",
+        root,
+        f'.ti-out[data-index="{int(index)}"]',
+    )
+    if target is None:
         raise IndexError(f"figure {figure_name!r} has no output {index}")
-    target = targets[0]
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", target)
     ActionChains(driver).move_to_element(target).click().perform()
 
 
-def _values(driver, figure_name: str, which: str, attribute: str) -> list:
+def _shown(driver, figure_name: str, which: str) -> list:
+    """``[stored value, printed text]`` of each number in a panel, in one round trip."""
     root = wait_for_figure(driver, figure_name)
     panel = {"weights": ".ti-weights", "class": ".ti-cls-weights", "next": ".ti-next"}[which]
     return driver.execute_script(
         "return [...arguments[0].querySelectorAll(arguments[1] + ' .ti-value')]"
-        ".map((e) => arguments[2] === 'text' ? e.textContent : e.getAttribute('data-value'));",
+        ".map((e) => [e.getAttribute('data-value'), e.textContent]);",
         root,
         panel,
-        attribute,
     )
 
 
@@ -104,10 +111,10 @@ def read_values(driver, figure_name: str, which: str = "weights") -> list[float]
             image figure the class token first, then the patches), ``"class"`` (an image figure's
             class-token panel) or ``"next"`` (next-token probabilities, most likely first).
     """
-    values = [float(v) for v in _values(driver, figure_name, which, "data-value")]
-    shown = [float(t) for t in _values(driver, figure_name, which, "text")]
+    pairs = _shown(driver, figure_name, which)
+    values = [float(value) for value, _ in pairs]
     # the printed 3-decimal number must be the stored value, rounded
-    for value, text in zip(values, shown):
+    for value, text in zip(values, (float(text) for _, text in pairs)):
         assert abs(value - text) <= 5.1e-4, (value, text)
     return values
 

@@ -56,6 +56,17 @@ def quiz_page(tmp_path: Path, keys: list[str], scripts: bool = True) -> str:
     return page.as_uri()
 
 
+@pytest.fixture
+def driver(driver):
+    """The session's browser, with the blocking that :func:`load` sets lifted afterwards.
+
+    The browser is shared by the test files a process runs: left on, the blocking kept the next
+    files' figures from loading their data over http (each waited 20 s and failed).
+    """
+    yield driver
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+
+
 def load(driver, url: str) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
