@@ -9,6 +9,7 @@ match.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,10 @@ CHECKPOINT = Path(__file__).resolve().parents[2] / "book" / "checkpoints" / "dat
 TEXT = "Apr. 22, 2019"
 
 
+@functools.cache
 def recomputed() -> np.ndarray:
     """``A'[m, h, n', n]``: layer m, head h, real source character n', written character n."""
+    import equinox as eqx
     import jax.numpy as jnp
 
     from transformer_intro.datasets import dates
@@ -30,9 +33,10 @@ def recomputed() -> np.ndarray:
 
     model, _ = load_checkpoint(CHECKPOINT)
     source = jnp.asarray(dates.encode_sources([TEXT])[0])
-    output = np.asarray(model.greedy_decode(source[None], dates.START_ID))[0]
+    # Compiled: run op by op, the recomputation took 13.6 s against 9.8.
+    output = np.asarray(eqx.filter_jit(model.greedy_decode)(source[None], dates.START_ID))[0]
     inputs = jnp.asarray(np.concatenate([[dates.START_ID], output[:-1]]), dtype=jnp.int32)
-    weights = np.asarray(model.cross_attention_weights(source, inputs), np.float64)
+    weights = np.asarray(eqx.filter_jit(model.cross_attention_weights)(source, inputs), np.float64)
     return weights[:, :, : len(TEXT), : dates.ISO_LENGTH]
 
 
