@@ -32,13 +32,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import numpy as np
+from report import machine  # beside this script
 
 from transformer_intro import LanguageModel, Vocabulary, count_parameters
 from transformer_intro.datasets.shakespeare import load_shakespeare
@@ -97,31 +97,6 @@ VARIANTS["combined_identity"] = (
     {**VARIANTS["combined_plus"][1], "zero_init_residual": True},
     {**MUON, "final_learning_rate": 0.0},
 )
-
-
-def machine() -> dict:
-    """The processor (its name, and whether it has AVX-512), the software and the devices."""
-    model, flags = "unknown", ""
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        cpuinfo = ""
-    for line in cpuinfo.splitlines():
-        if line.startswith("model name") and model == "unknown":
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags") and not flags:
-            flags = line
-    return {
-        "cpu": model,
-        "avx512": " avx512f" in flags,
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-    }
 
 
 def load_average() -> list[float]:

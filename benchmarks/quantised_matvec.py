@@ -18,7 +18,7 @@ the values):
 
 Layouts run in turn, round after round; each figure is the best of its rounds. It prints the
 milliseconds per step and the megabytes of weights each layout reads, and writes them to a JSON
-file (in a temporary file, moved into place when complete).
+file (in a temporary file, moved into place when complete: ``report.write_json``).
 
     python benchmarks/quantised_matvec.py --rounds 5 --out benchmarks/results/quantised_matvec.json
 """
@@ -26,16 +26,14 @@ file (in a temporary file, moved into place when complete).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import tempfile
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from report import machine, write_json  # beside this script
 
 BLOCK = 32
 DIM, KV_DIM, HIDDEN, VOCAB, BLOCKS = 576, 192, 1536, 49152, 30
@@ -121,24 +119,6 @@ def layouts(rng: np.random.Generator) -> dict:
     return {name: (jax.jit(step), w, size(w)) for name, (step, w) in built.items()}
 
 
-def machine() -> dict:
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        info = ""
-    name = next(
-        (line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line),
-        platform.processor(),
-    )
-    return {
-        "processor": name,
-        "avx512": " avx512f" in info,
-        "cores": os.cpu_count(),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "jax": jax.__version__,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -186,11 +166,7 @@ def main() -> None:
         "layouts": rows,
     }
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False) as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
-        os.replace(f.name, args.out)
+        write_json(args.out, result)
         print(f"wrote {args.out}")
 
 

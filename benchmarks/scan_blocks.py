@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -113,7 +112,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/scan_blocks.json"))
     args = parser.parse_args()
-    from lm_ablation import machine  # beside this script
+    from report import machine, write_json  # beside this script
 
     load_before = os.getloadavg()
     runs = {"loop": [], "scan": []}
@@ -138,9 +137,7 @@ def main() -> None:
         "medians": medians,
     }
     out = Path(args.out)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as f:
-        json.dump(result, f, indent=1)
-    os.replace(f.name, out)
+    write_json(out, result)
     print("written", out.relative_to(REPO) if out.is_relative_to(REPO) else out)
 
 

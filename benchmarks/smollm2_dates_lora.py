@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import tempfile
 import time
 from pathlib import Path
 
 import jax
+from report import machine, write_json  # beside this script
 
 from transformer_intro import count_parameters
 from transformer_intro.adapters import LoRALanguageModel, lora_parameter_count
@@ -64,25 +63,6 @@ def window_for(*splits) -> int:
 def report(when: str, figures: dict) -> None:
     for name, f in figures.items():
         print(f"{when}, {name}: exact match {f['exact_match']:.3f}, answer loss {f['loss']:.3f}")
-
-
-def machine() -> dict:
-    flags = ""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        pass
-    model = next(
-        (line.split(":", 1)[1].strip() for line in flags.splitlines() if "model name" in line),
-        platform.processor(),
-    )
-    return {
-        "processor": model,
-        "avx512": " avx512f" in flags,
-        "cores": os.cpu_count(),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "jax": jax.__version__,
-    }
 
 
 def main() -> None:
@@ -171,11 +151,7 @@ def main() -> None:
         ],
     }
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False) as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
-        os.replace(f.name, args.out)
+        write_json(args.out, result)
         print(f"wrote {args.out}")
 
 

@@ -18,7 +18,6 @@ import numpy as np
 
 __all__ = [
     "assert_shows_column",
-    "figure_root",
     "matches",
     "point_at",
     "read_labels",
@@ -66,12 +65,6 @@ def wait_for_figure(driver, figure_name: str, timeout: float = 20.0):
         if state.startswith("error") or time.monotonic() > deadline:
             raise AssertionError(f"interactive figure {figure_name!r}: {state}")
         time.sleep(0.05)
-
-
-def figure_root(driver, figure_name: str):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, _css(figure_name))
 
 
 def point_at(driver, figure_name: str, index: int) -> None:
