@@ -60,7 +60,7 @@ def window_for(*splits) -> int:
     return -(-(longest - 1) // 8) * 8
 
 
-def report(when: str, figures: dict) -> None:
+def print_figures(when: str, figures: dict) -> None:
     for name, f in figures.items():
         print(f"{when}, {name}: exact match {f['exact_match']:.3f}, answer loss {f['loss']:.3f}")
 
@@ -104,7 +104,7 @@ def main() -> None:
     before = measure(model)
     answers_before = ask(model)
     seconds_measuring = time.perf_counter() - started
-    report("before", before)
+    print_figures("before", before)
 
     adapted = LoRALanguageModel(model, args.rank, key=jax.random.PRNGKey(args.seed))
     recipe = Recipe(
@@ -122,7 +122,7 @@ def main() -> None:
     merged = adapted.merged()
     after = measure(merged)
     answers_after = ask(merged)
-    report("after", after)
+    print_figures("after", after)
     for question, old, new in zip(QUESTIONS, answers_before, answers_after, strict=True):
         print(f"Q: {question}\n  before: {old!r}\n  after:  {new!r}")
     print(f"fit: {seconds_training:.0f} s for {args.steps} steps (compilation included)")
