@@ -13,7 +13,8 @@ The compile effort. On a CPU, most unit tests spend their time compiling small p
 run a few times, so XLA is asked not to optimise much (``jax_disable_most_optimizations``: LLVM's
 optimisation level 0, no expensive passes), as Flax's own tests do. Measured on two cores with no
 compilation cache, tests/test_encoder_decoder.py alone: 78 s against 128 s. The same modules also
-compile their fusions with XLA's older loop emitters (``xla_cpu_use_fusion_emitters=false``), which
+compile their fusions with XLA's older loop emitters (``xla_cpu_use_fusion_emitters=false``, where
+the installed XLA has them: transformer_intro.xla_flags), which
 compile a small program about twice as fast as the MLIR emitters and run it somewhat slower: on one
 core, tests/test_relations.py spent 17.7 s in XLA's backend compile against 39.2 s (715 programs),
 and took 42 s against 62. JAX has no public setting for a compile option of every program, eager
@@ -66,16 +67,19 @@ jaxtyping.install_import_hook(
     _CHECKED, "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))"
 )
 
+from transformer_intro.xla_flags import has_loop_emitters  # noqa: E402 (after the hook)
+
 jax.config.update("jax_default_matmul_precision", "highest")
 
 _LOOP_EMITTERS = ("xla_cpu_use_fusion_emitters", False)
 
 
 def _with_loop_emitters(get_compile_options):
-    # The loop emitters go with little optimisation: where the fixture below asks for it.
+    # The loop emitters go with little optimisation: where the fixture below asks for it, and
+    # where XLA still has them (transformer_intro.xla_flags).
     def get_options(*args, **kwargs):
         options = get_compile_options(*args, **kwargs)
-        if jax.config.values["jax_disable_most_optimizations"]:
+        if jax.config.values["jax_disable_most_optimizations"] and has_loop_emitters():
             options.env_option_overrides = [*options.env_option_overrides, _LOOP_EMITTERS]
         return options
 

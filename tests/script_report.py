@@ -11,14 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-# As in this process (tests/conftest.py): a checking script compiles many small programs and runs
-# each a few times, so XLA is asked for little optimisation and for its quicker loop emitters.
-LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+from transformer_intro.xla_flags import with_loop_emitters
 
 
 def quick_compile(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with XLA asked to compile quickly (its own XLA_FLAGS kept)."""
-    flags = " ".join(filter(None, [env.get("XLA_FLAGS", ""), LOOP_EMITTERS]))
+    """``env`` with XLA asked to compile quickly (its own XLA_FLAGS kept).
+
+    As in this process (tests/conftest.py): a checking script compiles many small programs and
+    runs each a few times, so XLA is asked for little optimisation and for its quicker loop
+    emitters, where it has them.
+    """
+    flags = with_loop_emitters(env.get("XLA_FLAGS", ""))
     return {**env, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1", "XLA_FLAGS": flags}
 
 
