@@ -1,4 +1,4 @@
-"""Tokens per second of SmolLM2-135M-Instruct: the book's code against transformers' generate.
+"""Tokens per second of SmolLM2-135M-Instruct: the book's code, transformers and llama.cpp.
 
 The book's code is :class:`transformer_intro.models.LanguageModel` with SmolLM2's configuration
 (``transformer_intro.pretrained.load_smollm2``), generating through the attention module's
@@ -11,7 +11,12 @@ starts. Each worker also reports its peak resident memory, after loading and in 
 holds at the end, before and after handing the memory it has freed back to the operating system
 (glibc's ``malloc_trim``; not on other C libraries).
 
-    python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2
+    python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2 [--llama-python PYTHON]
+
+With ``--llama-python``, a Python that has llama-cpp-python (a benchmark environment of its own,
+not the book's requirements: ``benchmarks/requirements-llama.txt`` says how), llama.cpp runs too, at each thread setting, on the same file with its
+weights as stored (Q4_1), on the book's token ids for the prompt: prefill is one ``eval`` of the
+prompt, decoding takes the likeliest token of the last logits and evaluates it, token by token.
 
 The workers inherit the environment: with glibc, ``MALLOC_ARENA_MAX=1 python
 benchmarks/pretrained_speed.py ...`` measures them with one pool of memory for all threads.
@@ -198,16 +203,78 @@ def run_torch(num_tokens: int, repeats: int, threads: int) -> dict:
     }
 
 
+def run_llama(num_tokens: int, repeats: int, threads: int, model_path: str, ids: list) -> dict:
+    import numpy as np
+    from llama_cpp import Llama
+
+    llm = Llama(
+        model_path=model_path,
+        n_ctx=256,
+        n_batch=256,
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+    )
+    loaded_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    vocab = llm.n_vocab()
+
+    def likeliest() -> int:
+        return int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), (vocab,))))
+
+    def once():
+        llm.reset()
+        tic = time.perf_counter()
+        llm.eval(ids)
+        middle = time.perf_counter()
+        tokens = []
+        for _ in range(num_tokens):
+            tokens.append(likeliest())
+            llm.eval(tokens[-1:])
+        return middle - tic, time.perf_counter() - middle, tokens
+
+    once()
+    runs = [once() for _ in range(repeats)]
+    prefill_s = min(r[0] for r in runs)
+    decode_s = min(r[1] for r in runs)
+    return {
+        "prompt_tokens": len(ids),
+        "prefill_s": prefill_s,
+        "prefill_tokens_per_s": len(ids) / prefill_s,
+        "decode_tokens_per_s": num_tokens / decode_s,
+        "tokens": runs[0][2],
+        "peak_after_loading_mib": loaded_mib,
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **resident_mib(),
+    }
+
+
+def prompt_ids(path: str) -> list[int]:
+    """The templated prompt's token ids, by the book's tokeniser read from the file."""
+    from transformer_intro.pretrained import read_gguf, tokeniser_from_gguf
+
+    tokenizer = tokeniser_from_gguf(read_gguf(path)[1])
+    return tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
+
+
+def agreeing_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens two greedy continuations share before they first differ."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--llama-python", help="a Python with llama-cpp-python, to run it too")
+    parser.add_argument("--out", help="a JSON file for every run's figures")
     parser.add_argument(
         "--profile-prefill", action="store_true", help="profile the book's prefill instead"
     )
-    parser.add_argument("--worker", choices=["jax", "torch"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["jax", "torch", "llama"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--model-path", help=argparse.SUPPRESS)
+    parser.add_argument("--prompt-ids", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
@@ -220,23 +287,29 @@ def main():
     if args.worker == "torch":
         print(json.dumps(run_torch(args.tokens, args.repeats, args.worker_threads)))
         return
+    if args.worker == "llama":
+        ids = json.loads(args.prompt_ids)
+        result = run_llama(args.tokens, args.repeats, args.worker_threads, args.model_path, ids)
+        print(json.dumps(result))
+        return
 
+    from transformer_intro.pretrained import find_smollm2
+
+    model_path = str(find_smollm2())
+    names = ["jax", "torch"] + (["llama"] if args.llama_python else [])
+    load_before = os.getloadavg()
     results = {}
     for threads in args.threads:
-        # Both get the same cores: pinned with taskset, and torch told its thread count.
+        # All get the same cores: pinned with taskset, and told their thread count.
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         cores = ["taskset", "-c", ",".join(str(c) for c in range(threads))]
-        for name in ("jax", "torch"):
-            command = [
-                *cores,
-                sys.executable,
-                __file__,
-                "--worker",
-                name,
-                "--tokens",
-                str(args.tokens),
-            ]
+        for name in names:
+            python = args.llama_python if name == "llama" else sys.executable
+            command = [*cores, python, __file__, "--worker", name, "--tokens", str(args.tokens)]
             command += ["--repeats", str(args.repeats), "--worker-threads", str(threads)]
+            if name == "llama":
+                command += ["--model-path", model_path]
+                command += ["--prompt-ids", json.dumps(prompt_ids(model_path))]
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             results[(name, threads)] = json.loads(out.stdout.strip().splitlines()[-1])
             r = results[(name, threads)]
@@ -254,26 +327,47 @@ def main():
             (r for (n, _), r in results.items() if n == name),
             key=lambda r: r["decode_tokens_per_s"],
         )
-        for name in ("jax", "torch")
+        for name in names
     }
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     print(
-        f"best decode: book's code {best['jax']['decode_tokens_per_s']:.1f} tokens/s, "
-        f"transformers {best['torch']['decode_tokens_per_s']:.1f} tokens/s, ratio "
-        f"{best['jax']['decode_tokens_per_s'] / best['torch']['decode_tokens_per_s']:.2f}"
+        "best decode, tokens/s: "
+        + ", ".join(f"{name} {best[name]['decode_tokens_per_s']:.1f}" for name in names)
     )
-    same = best["jax"]["tokens"] == best["torch"]["tokens"]
-    print(f"same greedy tokens: {same}")
+    same = {
+        name: agreeing_prefix(best["jax"]["tokens"], best[name]["tokens"]) for name in names[1:]
+    }
+    print(f"greedy tokens equal to the book's code's, before the first difference: {same}")
     # Prefill at its own best thread setting, which need not be decoding's.
     prefill = {
         name: max(r["prefill_tokens_per_s"] for (n, _), r in results.items() if n == name)
-        for name in ("jax", "torch")
+        for name in names
     }
     print(
-        f"best prefill: book's code {prefill['jax']:.0f} tokens/s, "
-        f"transformers {prefill['torch']:.0f} tokens/s "
-        f"({best['jax']['prompt_tokens']} prompt tokens)"
+        "best prefill, tokens/s: "
+        + ", ".join(f"{name} {prefill[name]:.0f}" for name in names)
+        + f" ({best['jax']['prompt_tokens']} prompt tokens)"
     )
+    if args.out:
+        from report import machine, write_json  # beside this script
+
+        command = f"python benchmarks/pretrained_speed.py --tokens {args.tokens} --threads "
+        command += " ".join(map(str, args.threads)) + f" --repeats {args.repeats}"
+        if args.llama_python:
+            command += " --llama-python PYTHON"
+        runs = {f"{name}, {threads} thread(s)": r for (name, threads), r in results.items()}
+        write_json(
+            args.out,
+            {
+                "command": command,
+                "machine": machine(),
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "tokens_equal_to_book_before_first_difference": same,
+                "runs": runs,
+            },
+        )
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

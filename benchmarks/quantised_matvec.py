@@ -16,8 +16,11 @@ the values):
 - ``Q8_0, columns``: the same codes stored input-major, as (in / 32, 32, out), the scale folded
   into the vector, and one fused multiply-and-sum over the input axis;
 - ``Q8_0, native`` and ``Q4_1, native``: the file's block formats (float16 scales; Q4_1 with two
-  4-bit codes per byte and a minimum per block) multiplied by a C++ kernel of a few plain loops
-  (``benchmarks/native/quantised_matvec.cc``), called from the compiled program through
+  4-bit codes per byte and a minimum per block) multiplied by a C++ kernel with AVX2 and FMA
+  (``benchmarks/native/quantised_matvec.cc``); ``Q8_0 x 8-bit x, native`` and ``Q4_1 x 8-bit x,
+  native`` also round the vector to 8 bits per block of 32 and sum each block in integers, as
+  llama.cpp does. Each is called
+  from the compiled program through
   ``jax.ffi``, its rows shared among OpenMP's threads. g++ builds it for this processor
   (``-march=native``) into a temporary folder; without g++ these two are left out. Before timing,
   each kernel's products are checked against NumPy's on the dequantised weights.
@@ -134,7 +137,7 @@ def build_native(folder: Path) -> ctypes.CDLL | None:
     command += ["-w", "-I", jax.ffi.include_dir(), str(NATIVE_SOURCE), "-o", str(library)]
     subprocess.run(command, check=True)
     native = ctypes.cdll.LoadLibrary(str(library))
-    for name in ("Q8_0MatVec", "Q4_1MatVec"):
+    for name in ("Q8_0MatVec", "Q8_0Q8MatVec", "Q4_1MatVec", "Q4_1Q8MatVec"):
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(native, name)), platform="cpu")
     return native
 
@@ -145,10 +148,30 @@ def q8_native(q, d, x):
     return jax.ffi.ffi_call("Q8_0MatVec", result)(vector_for(x, inp), q, d)
 
 
+def q8_q8_native(q, d, x):
+    out, inp = q.shape
+    result = jax.ShapeDtypeStruct((out,), jnp.float32)
+    return jax.ffi.ffi_call("Q8_0Q8MatVec", result)(vector_for(x, inp), q, d)
+
+
+def vector_as_q8(x: np.ndarray) -> np.ndarray:
+    """x rounded per block of 32 to int8 codes times a scale (max |x| / 127), as the kernel does."""
+    blocks = x.reshape(-1, BLOCK)
+    scales = np.abs(blocks).max(axis=1, keepdims=True) / np.float32(127)
+    codes = np.round(np.divide(blocks, scales, out=np.zeros_like(blocks), where=scales > 0))
+    return (codes * scales).reshape(-1)
+
+
 def q4_native(q, d, m, x):
     out, half = q.shape
     result = jax.ShapeDtypeStruct((out,), jnp.float32)
     return jax.ffi.ffi_call("Q4_1MatVec", result)(vector_for(x, 2 * half), q, d, m)
+
+
+def q4_q8_native(q, d, m, x):
+    out, half = q.shape
+    result = jax.ShapeDtypeStruct((out,), jnp.float32)
+    return jax.ffi.ffi_call("Q4_1Q8MatVec", result)(vector_for(x, 2 * half), q, d, m)
 
 
 def step_native(matvec):
@@ -186,9 +209,16 @@ def check_native(rng: np.random.Generator) -> None:
     ) @ x
     got = np.asarray(jax.jit(q8_native)(q, d.view(np.uint16), x))
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    dequantised = q.reshape(HIDDEN, -1, BLOCK) * d.astype(np.float32)[..., None]
+    expected_q8 = dequantised.reshape(HIDDEN, DIM) @ vector_as_q8(x)
+    got = np.asarray(jax.jit(q8_q8_native)(q, d.view(np.uint16), x))
+    np.testing.assert_allclose(got, expected_q8, rtol=1e-4, atol=1e-5)
     packed, d4, m4 = q4_1_blocks(rng, (HIDDEN, DIM))
     got = np.asarray(jax.jit(q4_native)(packed, d4, m4, x))
     np.testing.assert_allclose(got, dequantised_q4_1(packed, d4, m4) @ x, rtol=1e-4, atol=1e-5)
+    got = np.asarray(jax.jit(q4_q8_native)(packed, d4, m4, x))
+    expected = dequantised_q4_1(packed, d4, m4) @ vector_as_q8(x)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     wrong = np.asarray(jax.jit(q4_native)(packed, m4, d4, x))  # scales and minima swapped
     assert not np.allclose(wrong, dequantised_q4_1(packed, d4, m4) @ x, rtol=1e-2)
 
@@ -219,10 +249,15 @@ def layouts(rng: np.random.Generator, native: bool = False) -> dict:
             step_native(q8_native),
             [(jnp.asarray(q), jnp.asarray(d.view(np.uint16))) for q, d in zip(codes, scales)],
         )
+        built["Q8_0 x 8-bit x, native"] = (
+            step_native(q8_q8_native),
+            built["Q8_0, native"][1],
+        )
         built["Q4_1, native"] = (
             step_native(q4_native),
             [tuple(jnp.asarray(a) for a in q4_1_blocks(rng, s)) for s in SHAPES],
         )
+        built["Q4_1 x 8-bit x, native"] = (step_native(q4_q8_native), built["Q4_1, native"][1])
     return {name: (jax.jit(step), w, size(w)) for name, (step, w) in built.items()}
 
 
@@ -256,7 +291,7 @@ def main() -> None:
                 best[name] = min(best[name], time.perf_counter() - start)
 
     base = best["float32"]
-    print(f"{'layout':14s} {'weights, MB':>11s} {'ms per step':>11s} {'x float32':>9s}")
+    print(f"{'layout':24s} {'weights, MB':>11s} {'ms per step':>11s} {'x float32':>9s}")
     rows = {}
     for name, (_, _, size) in built.items():
         rows[name] = {
@@ -265,7 +300,7 @@ def main() -> None:
             "relative_to_float32": best[name] / base,
             "first_call_s": compile_s[name],
         }
-        print(f"{name:14s} {size / 1e6:11.1f} {1e3 * best[name]:11.1f} {best[name] / base:9.2f}")
+        print(f"{name:24s} {size / 1e6:11.1f} {1e3 * best[name]:11.1f} {best[name] / base:9.2f}")
 
     result = {
         "command": f"python benchmarks/quantised_matvec.py --rounds {args.rounds} "
