@@ -14,9 +14,10 @@ holds at the end, before and after handing the memory it has freed back to the o
     python benchmarks/pretrained_speed.py --tokens 64 --threads 1 2 [--llama-python PYTHON]
 
 With ``--llama-python``, a Python that has llama-cpp-python (a benchmark environment of its own,
-not the book's requirements: ``benchmarks/requirements-llama.txt`` says how), llama.cpp runs too, at each thread setting, on the same file with its
-weights as stored (Q4_1), on the book's token ids for the prompt: prefill is one ``eval`` of the
-prompt, decoding takes the likeliest token of the last logits and evaluates it, token by token.
+not the book's requirements: ``benchmarks/requirements-llama.txt`` says how), llama.cpp runs
+too, at each thread setting, on the same file with its weights as stored (Q4_1), on the book's
+token ids for the prompt: prefill is one ``eval`` of the prompt, decoding takes the likeliest
+token of the last logits and evaluates it, token by token.
 
 The workers inherit the environment: with glibc, ``MALLOC_ARENA_MAX=1 python
 benchmarks/pretrained_speed.py ...`` measures them with one pool of memory for all threads.
