@@ -68,6 +68,23 @@ def resident_mib() -> dict:
     return {"resident_mib": held, "resident_trimmed_mib": now()}
 
 
+def summary(runs: list[tuple], prompt_tokens: int, num_tokens: int, loaded_mib: float) -> dict:
+    """A worker's figures from its timed runs, each (prefill s, decode s, tokens): the best of
+    each, the first run's tokens, and the process's memory."""
+    prefill_s = min(r[0] for r in runs)
+    decode_s = min(r[1] for r in runs)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "prefill_s": prefill_s,
+        "prefill_tokens_per_s": prompt_tokens / prefill_s,
+        "decode_tokens_per_s": num_tokens / decode_s,
+        "tokens": runs[0][2],
+        "peak_after_loading_mib": loaded_mib,
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **resident_mib(),
+    }
+
+
 def _mib(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} MiB"
 
@@ -97,22 +114,11 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
         middle = time.perf_counter()
         tokens = decode(model, logits, cache, length, key, num_tokens, temperature)
         jax.block_until_ready(tokens)
-        return middle - tic, time.perf_counter() - middle, np.asarray(tokens)
+        return middle - tic, time.perf_counter() - middle, np.asarray(tokens).tolist()
 
     once()  # compiles the prefill
     runs = [once() for _ in range(repeats)]
-    prefill_s = min(r[0] for r in runs)
-    decode_s = min(r[1] for r in runs)
-    return {
-        "prompt_tokens": len(ids),
-        "prefill_s": prefill_s,
-        "prefill_tokens_per_s": len(ids) / prefill_s,
-        "decode_tokens_per_s": num_tokens / decode_s,
-        "tokens": runs[0][2].tolist(),
-        "peak_after_loading_mib": loaded_mib,
-        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        **resident_mib(),
-    }
+    return summary(runs, len(ids), num_tokens, loaded_mib)
 
 
 def profile_prefill(num_tokens: int, repeats: int) -> None:
@@ -190,18 +196,7 @@ def run_torch(num_tokens: int, repeats: int, threads: int) -> dict:
 
     once()
     runs = [once() for _ in range(repeats)]
-    prefill_s = min(r[0] for r in runs)
-    decode_s = min(r[1] for r in runs)
-    return {
-        "prompt_tokens": int(ids.shape[1]),
-        "prefill_s": prefill_s,
-        "prefill_tokens_per_s": ids.shape[1] / prefill_s,
-        "decode_tokens_per_s": num_tokens / decode_s,
-        "tokens": runs[0][2],
-        "peak_after_loading_mib": loaded_mib,
-        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        **resident_mib(),
-    }
+    return summary(runs, int(ids.shape[1]), num_tokens, loaded_mib)
 
 
 def run_llama(num_tokens: int, repeats: int, threads: int, model_path: str, ids: list) -> dict:
@@ -235,18 +230,7 @@ def run_llama(num_tokens: int, repeats: int, threads: int, model_path: str, ids:
 
     once()
     runs = [once() for _ in range(repeats)]
-    prefill_s = min(r[0] for r in runs)
-    decode_s = min(r[1] for r in runs)
-    return {
-        "prompt_tokens": len(ids),
-        "prefill_s": prefill_s,
-        "prefill_tokens_per_s": len(ids) / prefill_s,
-        "decode_tokens_per_s": num_tokens / decode_s,
-        "tokens": runs[0][2],
-        "peak_after_loading_mib": loaded_mib,
-        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        **resident_mib(),
-    }
+    return summary(runs, len(ids), num_tokens, loaded_mib)
 
 
 def prompt_ids(path: str) -> list[int]:

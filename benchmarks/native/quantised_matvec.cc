@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "xla/ffi/api/ffi.h"
@@ -42,6 +43,16 @@ void RoundTo8Bits(const float* xs, int64_t blocks, int8_t* codes, float* scales)
   }
 }
 
+// Whether x has `in` numbers, `in` is whole blocks, and each per-block array one per block and row.
+bool ShapesAgree(int64_t in, const ffi::Buffer<ffi::F32>& x, int64_t out,
+                 std::initializer_list<const ffi::Buffer<ffi::U16>*> per_block) {
+  if (in % kBlock != 0 || x.element_count() != static_cast<size_t>(in)) return false;
+  for (const auto* array : per_block) {
+    if (array->element_count() != static_cast<size_t>(out * (in / kBlock))) return false;
+  }
+  return true;
+}
+
 inline __m256 Widen(__m256i integers) { return _mm256_cvtepi32_ps(integers); }
 
 inline float Sum(__m256 v) {  // the eight lanes added
@@ -54,8 +65,7 @@ ffi::Error Q8_0Impl(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> codes,
                     ffi::Buffer<ffi::U16> scales, ffi::ResultBuffer<ffi::F32> y) {
   const auto dims = codes.dimensions();  // (out, in)
   const int64_t out = dims[0], in = dims[1], blocks = in / kBlock;
-  if (in % kBlock != 0 || x.element_count() != static_cast<size_t>(in) ||
-      scales.element_count() != static_cast<size_t>(out * blocks)) {
+  if (!ShapesAgree(in, x, out, {&scales})) {
     return ffi::Error::InvalidArgument("Q8_0: shapes do not agree");
   }
   const float* xs = x.typed_data();
@@ -83,8 +93,7 @@ ffi::Error Q8_0Q8Impl(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> codes,
                       ffi::Buffer<ffi::U16> scales, ffi::ResultBuffer<ffi::F32> y) {
   const auto dims = codes.dimensions();  // (out, in)
   const int64_t out = dims[0], in = dims[1], blocks = in / kBlock;
-  if (in % kBlock != 0 || x.element_count() != static_cast<size_t>(in) ||
-      scales.element_count() != static_cast<size_t>(out * blocks)) {
+  if (!ShapesAgree(in, x, out, {&scales})) {
     return ffi::Error::InvalidArgument("Q8_0: shapes do not agree");
   }
   const float* xs = x.typed_data();
@@ -119,9 +128,7 @@ ffi::Error Q4_1Impl(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> nibbles,
                     ffi::ResultBuffer<ffi::F32> y) {
   const auto dims = nibbles.dimensions();  // (out, in / 2)
   const int64_t out = dims[0], in = 2 * dims[1], blocks = in / kBlock;
-  if (in % kBlock != 0 || x.element_count() != static_cast<size_t>(in) ||
-      scales.element_count() != static_cast<size_t>(out * blocks) ||
-      minima.element_count() != static_cast<size_t>(out * blocks)) {
+  if (!ShapesAgree(in, x, out, {&scales, &minima})) {
     return ffi::Error::InvalidArgument("Q4_1: shapes do not agree");
   }
   const float* xs = x.typed_data();
@@ -165,9 +172,7 @@ ffi::Error Q4_1Q8Impl(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> nibbles,
                       ffi::ResultBuffer<ffi::F32> y) {
   const auto dims = nibbles.dimensions();  // (out, in / 2)
   const int64_t out = dims[0], in = 2 * dims[1], blocks = in / kBlock;
-  if (in % kBlock != 0 || x.element_count() != static_cast<size_t>(in) ||
-      scales.element_count() != static_cast<size_t>(out * blocks) ||
-      minima.element_count() != static_cast<size_t>(out * blocks)) {
+  if (!ShapesAgree(in, x, out, {&scales, &minima})) {
     return ffi::Error::InvalidArgument("Q4_1: shapes do not agree");
   }
   std::vector<int8_t> x_codes(in);
@@ -205,34 +210,28 @@ ffi::Error Q4_1Q8Impl(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> nibbles,
   return ffi::Error::Success();
 }
 
+auto Q8Binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::Buffer<ffi::F32>>()
+      .Arg<ffi::Buffer<ffi::S8>>()
+      .Arg<ffi::Buffer<ffi::U16>>()
+      .Ret<ffi::Buffer<ffi::F32>>();
+}
+
+auto Q4Binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::Buffer<ffi::F32>>()
+      .Arg<ffi::Buffer<ffi::U8>>()
+      .Arg<ffi::Buffer<ffi::U16>>()
+      .Arg<ffi::Buffer<ffi::U16>>()
+      .Ret<ffi::Buffer<ffi::F32>>();
+}
+
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatVec, Q8_0Impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S8>>()
-                                  .Arg<ffi::Buffer<ffi::U16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0Q8MatVec, Q8_0Q8Impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S8>>()
-                                  .Arg<ffi::Buffer<ffi::U16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1Q8MatVec, Q4_1Q8Impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::U8>>()
-                                  .Arg<ffi::Buffer<ffi::U16>>()
-                                  .Arg<ffi::Buffer<ffi::U16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatVec, Q4_1Impl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::U8>>()
-                                  .Arg<ffi::Buffer<ffi::U16>>()
-                                  .Arg<ffi::Buffer<ffi::U16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+// Q8_0's kernels take x, the codes (out, in) and the scales (out, in / 32); Q4_1's take x, the
+// packed codes (out, in / 2), the scales and the minima (out, in / 32). Each returns y (out).
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatVec, Q8_0Impl, Q8Binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0Q8MatVec, Q8_0Q8Impl, Q8Binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatVec, Q4_1Impl, Q4Binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1Q8MatVec, Q4_1Q8Impl, Q4Binding());
