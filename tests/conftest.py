@@ -67,11 +67,12 @@ jaxtyping.install_import_hook(
     _CHECKED, "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))"
 )
 
-from transformer_intro.xla_flags import has_loop_emitters  # noqa: E402 (after the hook)
+from transformer_intro.xla_flags import (  # noqa: E402 (after the hook)
+    LOOP_EMITTERS_OPTION,
+    has_loop_emitters,
+)
 
 jax.config.update("jax_default_matmul_precision", "highest")
-
-_LOOP_EMITTERS = ("xla_cpu_use_fusion_emitters", False)
 
 
 def _with_loop_emitters(get_compile_options):
@@ -80,7 +81,7 @@ def _with_loop_emitters(get_compile_options):
     def get_options(*args, **kwargs):
         options = get_compile_options(*args, **kwargs)
         if jax.config.values["jax_disable_most_optimizations"] and has_loop_emitters():
-            options.env_option_overrides = [*options.env_option_overrides, _LOOP_EMITTERS]
+            options.env_option_overrides = [*options.env_option_overrides, LOOP_EMITTERS_OPTION]
         return options
 
     return get_options

@@ -16,7 +16,7 @@ import pytest
 
 from transformer_intro import MultiHeadSelfAttention
 from transformer_intro.precision import round_to_tf32
-from transformer_intro.xla_flags import has_loop_emitters
+from transformer_intro.xla_flags import LOOP_EMITTERS_OPTION, has_loop_emitters
 
 IDENTITY_TOL = 1e-5  # what tests/test_attention.py and friends compare with (atol and rtol)
 
@@ -75,7 +75,7 @@ def _asks_for_loop_emitters() -> bool:
     from jax._src import compiler
 
     options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
-    return ("xla_cpu_use_fusion_emitters", False) in options.env_option_overrides
+    return LOOP_EMITTERS_OPTION in options.env_option_overrides
 
 
 def test_on_a_cpu_the_unit_tests_compile_fusions_with_the_loop_emitters():

@@ -25,6 +25,7 @@ from transformer_intro.pretrained import (
     load_smollm2,
 )
 from transformer_intro.pretrained.tokeniser import BYTE_LEVEL_PATTERN
+from transformer_intro.xla_flags import LOOP_EMITTERS_OPTION
 
 try:
     GGUF = find_smollm2()
@@ -101,7 +102,7 @@ def test_model_and_tokeniser_are_the_books_own(ours):
     from jax._src import compiler  # and XLA's default emitters (tests/conftest.py)
 
     options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
-    assert ("xla_cpu_use_fusion_emitters", False) not in options.env_option_overrides
+    assert LOOP_EMITTERS_OPTION not in options.env_option_overrides
     model, tokenizer = ours
     assert isinstance(model, LanguageModel) and model.config == SMOLLM2_135M
     assert isinstance(tokenizer, BytePairEncoding) and tokenizer.pattern == BYTE_LEVEL_PATTERN

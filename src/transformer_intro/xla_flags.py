@@ -13,9 +13,17 @@ from __future__ import annotations
 import os
 from importlib.metadata import version
 
-__all__ = ["LOOP_EMITTERS_FLAG", "ask_for_loop_emitters", "has_loop_emitters", "with_loop_emitters"]
+__all__ = [
+    "LOOP_EMITTERS_FLAG",
+    "LOOP_EMITTERS_OPTION",
+    "ask_for_loop_emitters",
+    "has_loop_emitters",
+    "with_loop_emitters",
+]
 
 LOOP_EMITTERS_FLAG = "--xla_cpu_use_fusion_emitters=false"
+#: The same request as one program's compile option (``env_option_overrides``).
+LOOP_EMITTERS_OPTION = ("xla_cpu_use_fusion_emitters", False)
 LAST_JAXLIB_WITH_LOOP_EMITTERS = (0, 10)
 
 
