@@ -63,3 +63,23 @@ def test_the_prose_ratios_follow_from_the_committed_runs():
     )
     agreed = result("pretrained_speed.json")["tokens_equal_to_book_before_first_difference"]
     assert f"for the first {agreed['llama']} of 64" in re.sub(r"\s+", " ", APPENDIX)
+
+
+def test_chapter_16_quotes_the_committed_runs():
+    cells = json.loads((ROOT / "book" / "16_quantisation_and_adapters.ipynb").read_text())["cells"]
+    text = re.sub(
+        r"\s+", " ", " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    )
+    ratio = {
+        k: v["relative_to_float32"] for k, v in result("quantised_matvec.json")["layouts"].items()
+    }
+    assert f"take {ratio['Q8_0, columns']:.2f} times as long with Q8_0 codes" in text
+    assert f"{ratio['bfloat16']:.1f} and {ratio['int8 dot']:.1f} times as long" in text
+    assert f"{ratio['Q8_0, native']:.2f} times float32's time with Q8_0 codes" in text
+    assert f"and {ratio['Q4_1, native']:.2f} with Q4_1's" in text
+    runs = result("pretrained_speed.json")["runs"]
+    speedup = (
+        runs["llama, 2 thread(s)"]["decode_tokens_per_s"]
+        / runs["jax, 2 thread(s)"]["decode_tokens_per_s"]
+    )
+    assert f"{speedup:.1f} times as fast as the book's float32 code" in text
