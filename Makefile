@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book pdf test lint unit nbval unit-and-nbval nbval-other-paths browser browser-checks execute lab bench clean serve
+.PHONY: book pdf book-and-pdf test lint unit nbval unit-and-nbval nbval-other-paths browser browser-checks execute lab bench clean serve
 .PHONY: check-gpu check-gpu-unit check-gpu-chapters
 
 # uv installs the pins (and the package, editable) in a tenth of pip's time: on a 2-core AMD EPYC,
@@ -133,13 +133,17 @@ pdf: $(STAMP)
 		echo "Chromium not found, and CI=true: the PDF must be built in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
 	else echo "Chromium not found: skipping the PDF (apt-get install chromium chromium-driver)"; fi
 
-# After the unit tests and notebooks, the book is built once; then the browser checks and the PDF
-# run side by side. Printing the PDF keeps about one core busy for two and a half minutes, and the
-# browser checks leave an eighth of the two cores idle (on a 2-core AMD EPYC: 150 s of printing
-# with 134 core-seconds idle; 430 s of browser checks with 96 idle).
-test: lint unit-and-nbval
-	$(MAKE) --no-print-directory book
-	$(MAKE) --no-print-directory -j2 --output-sync=target browser-checks pdf
+# The HTML book, then the single-page build and the PDF, are made beside the unit tests and
+# notebooks: they need none of the tests' results, and keep at most one core busy (two Sphinx
+# builds, then Chromium printing 305 pages), so beside the tests they take a share of the two
+# cores instead of minutes of their own after them. The browser checks, which read the HTML build
+# and keep both cores busy, come last.
+test: lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-and-nbval book-and-pdf
+	$(MAKE) --no-print-directory browser-checks
+
+book-and-pdf: book
+	$(MAKE) --no-print-directory pdf
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
 # JAX with CUDA, Equinox, Optax, jaxtyping, beartype (the unit tests' shape checks) and

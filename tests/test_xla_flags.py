@@ -15,6 +15,7 @@ import pytest
 from transformer_intro.xla_flags import (
     LOOP_EMITTERS_FLAG,
     ask_for_loop_emitters,
+    ask_for_quick_compilation,
     has_loop_emitters,
     with_loop_emitters,
 )
@@ -57,6 +58,49 @@ def test_asking_after_the_first_computation_is_refused():
     with pytest.raises(RuntimeError, match="before JAX's first computation"):
         ask_for_loop_emitters()
     assert os.environ.get("XLA_FLAGS") == before
+
+
+QUICK = """
+import os, sys
+import jax
+from jax._src import compiler
+from transformer_intro.xla_flags import ask_for_quick_compilation
+if sys.argv[1] == "ask":
+    ask_for_quick_compilation()
+debug = compiler.get_compile_options(num_replicas=1, num_partitions=1).executable_build_options
+debug = debug.debug_options
+print(debug.xla_backend_optimization_level, debug.xla_llvm_disable_expensive_passes,
+      os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS"), float(jax.numpy.arange(3.0).sum()))
+"""
+
+
+@pytest.mark.parametrize("ask", [True, False])
+def test_quick_compilation_is_level_0_here_and_in_the_processes_started(ask):
+    env = {k: v for k, v in os.environ.items() if k != "JAX_DISABLE_MOST_OPTIMIZATIONS"}
+    run = subprocess.run(
+        [sys.executable, "-c", QUICK, "ask" if ask else "leave"],
+        env={**env, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    level, cheap, inherited, total = run.stdout.split()
+    assert total == "3.0"
+    if ask:
+        assert (level, cheap, inherited) == ("0", "True", "true")
+    else:  # negative control: XLA's own default optimises
+        assert int(level) > 0 and (cheap, inherited) == ("False", "None")
+
+
+def test_asking_for_quick_compilation_after_the_first_computation_is_refused():
+    import jax
+    import jax.numpy as jnp
+
+    jnp.zeros(1).block_until_ready()
+    before = jax.config.values["jax_disable_most_optimizations"]
+    with pytest.raises(RuntimeError, match="before JAX's first computation"):
+        ask_for_quick_compilation()
+    assert jax.config.values["jax_disable_most_optimizations"] == before
 
 
 def _first_computation(xla_flags: str) -> subprocess.CompletedProcess:

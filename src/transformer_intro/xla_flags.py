@@ -17,6 +17,7 @@ __all__ = [
     "LOOP_EMITTERS_FLAG",
     "LOOP_EMITTERS_OPTION",
     "ask_for_loop_emitters",
+    "ask_for_quick_compilation",
     "has_loop_emitters",
     "with_loop_emitters",
 ]
@@ -59,3 +60,24 @@ def ask_for_loop_emitters() -> None:
             "call it at the top of the program (in a notebook, restart the kernel)"
         )
     os.environ["XLA_FLAGS"] = with_loop_emitters(os.environ.get("XLA_FLAGS", ""))
+
+
+def ask_for_quick_compilation() -> None:
+    """Ask XLA to compile quickly rather than to optimise, for this process and those it starts.
+
+    For a program that compiles many small programs and runs each once or twice, as most chapters
+    do: LLVM's optimisation level 0 without its expensive passes (JAX's
+    ``jax_disable_most_optimizations``, which the unit tests use too), and the loop emitters
+    (:func:`ask_for_loop_emitters`). On two cores this halves the time of chapters 1 to 7; a
+    program that trains for many steps runs slower, so the training chapters do not ask.
+    Optimisation changes how fast the code runs, not what it computes in exact arithmetic; the
+    last bits of a float may differ, as they do between processors.
+
+    Raises:
+        RuntimeError: if JAX has already started its backends (see :func:`ask_for_loop_emitters`).
+    """
+    ask_for_loop_emitters()
+    import jax
+
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"  # read by the processes it starts
+    jax.config.update("jax_disable_most_optimizations", True)
