@@ -114,9 +114,16 @@ nbval-other-paths:
 # sets), where a run that skipped them could pass green without having looked at the book at all.
 browser: book
 	@$(MAKE) --no-print-directory browser-checks
+# Longest files first (from the durations a run prints), so that neither process is left alone
+# with a long one at the end.
+BROWSER_FIRST := tests/browser/test_pages.py tests/browser/test_layout.py \
+	tests/browser/test_quiz.py tests/browser/test_figure_ch10.py tests/browser/test_figure_ch15.py \
+	tests/browser/test_live.py tests/browser/test_offline.py tests/browser/test_figure_ch09.py
+BROWSER_FILES := $(BROWSER_FIRST) $(filter-out $(BROWSER_FIRST),$(wildcard tests/browser/test_*.py))
 browser-checks:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
-		$(BIN)/python -m pytest tests/browser -q -p no:randomly --run-browser -m browser $(XDIST) --durations=10; \
+		$(BIN)/python -m pytest $(BROWSER_FILES) -q -p no:randomly --run-browser -m browser $(XDIST) \
+			--durations=10; \
 	elif [ "$$CI" = true ]; then \
 		echo "Chromium not found, and CI=true: the browser tests must run in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
