@@ -27,7 +27,7 @@ BUILDING_BLOCKS = (
     "config",  # configurations as JSON, and the registry of the models they build
     "parameters",  # counting a module's parameters
     "precision",
-    "xla_flags",  # XLA's loop emitters, where the installed XLA has them
+    "xla_flags",  # quick compilation, and the loop emitters where XLA has them
     "normalisation",
     "positions",
     "mlp",

@@ -2,6 +2,7 @@
 
 jaxlib 0.11 removed the flag, and an XLA given an unknown flag in ``XLA_FLAGS`` stops the process
 (chapters 1 to 7, 11 and 12 stopped at their first computation, seen with jaxlib 0.11.2 on a GPU).
+Quick compilation (LLVM's level 0) reaches the process that asks and the processes it starts.
 """
 
 from __future__ import annotations
