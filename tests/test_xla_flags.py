@@ -68,8 +68,8 @@ from jax._src import compiler
 from transformer_intro.xla_flags import ask_for_quick_compilation
 if sys.argv[1] == "ask":
     ask_for_quick_compilation()
-debug = compiler.get_compile_options(num_replicas=1, num_partitions=1).executable_build_options
-debug = debug.debug_options
+options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+debug = options.executable_build_options.debug_options
 print(debug.xla_backend_optimization_level, debug.xla_llvm_disable_expensive_passes,
       os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS"), float(jax.numpy.arange(3.0).sum()))
 """

@@ -1,12 +1,12 @@
 """Quick compilation for programs that compile much and run little; the loop emitters with it.
 
-Chapters and tests that compile many small programs and run each once or twice ask XLA to
-optimise little (:func:`ask_for_quick_compilation`) and XLA:CPU to emit its fusions with the
-older loop emitters (``--xla_cpu_use_fusion_emitters=false``), which
-compile a small program about twice as fast as the default MLIR emitters (tests/conftest.py gives
-the measurement). jaxlib 0.11 removed the loop emitters and their flag, and an XLA given a flag it
-does not know in ``XLA_FLAGS`` stops the whole process at its first computation. So the flag is
-added only for a jaxlib that has it, 0.10 or older.
+Chapters and tests that compile many small programs and run each once or twice ask XLA to optimise
+little (:func:`ask_for_quick_compilation`) and XLA:CPU to emit its fusions with the older loop
+emitters (``--xla_cpu_use_fusion_emitters=false``), which compile a small program about twice as
+fast as the default MLIR emitters (tests/conftest.py gives the measurement). jaxlib 0.11 removed
+the loop emitters and their flag, and an XLA given a flag it does not know in ``XLA_FLAGS`` stops
+the whole process at its first computation. So the flag is added only for a jaxlib that has it,
+0.10 or older.
 """
 
 from __future__ import annotations
