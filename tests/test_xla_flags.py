@@ -2,7 +2,8 @@
 
 jaxlib 0.11 removed the flag, and an XLA given an unknown flag in ``XLA_FLAGS`` stops the process
 (chapters 1 to 7, 11 and 12 stopped at their first computation, seen with jaxlib 0.11.2 on a GPU).
-Quick compilation (LLVM's level 0) reaches the process that asks and the processes it starts.
+Quick compilation (LLVM's level 0) reaches the process that asks and the processes it starts;
+a program compiled by ``optimised_jit`` keeps XLA's full optimisation there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from transformer_intro.xla_flags import (
     LOOP_EMITTERS_FLAG,
     ask_for_loop_emitters,
     ask_for_quick_compilation,
+    full_optimisation,
     has_loop_emitters,
     with_loop_emitters,
 )
@@ -91,6 +93,64 @@ def test_quick_compilation_is_level_0_here_and_in_the_processes_started(ask):
         assert (level, cheap, inherited) == ("0", "True", "true")
     else:  # negative control: XLA's own default optimises
         assert int(level) > 0 and (cheap, inherited) == ("False", "None")
+
+
+# Each program's optimisation level as JAX hands it to XLA: the process's, and the program's own
+# override (None when it has none), which XLA applies on top.
+LEVELS = """
+import sys
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jax._src import compiler
+from transformer_intro.xla_flags import ask_for_quick_compilation, optimised_jit
+
+if sys.argv[1] != "leave":
+    ask_for_quick_compilation(except_long_programs=sys.argv[1] == "ask")
+levels = []
+original = compiler.get_compile_options
+
+
+def recording(*args, **kwargs):
+    options = original(*args, **kwargs)
+    override = dict(options.env_option_overrides).get("xla_backend_optimization_level")
+    levels.append((options.executable_build_options.debug_options.xla_backend_optimization_level,
+                   override))
+    return options
+
+
+compiler.get_compile_options = recording
+x = np.ones(4, np.float32)
+for name, jit in [("optimised", optimised_jit), ("plain", eqx.filter_jit)]:
+    levels.clear()
+    jit(lambda x: jnp.tanh(x).sum()).lower(x).compile()  # a new function: nothing cached
+    print(name, *levels[0])
+inner = optimised_jit(lambda x: x + 1)  # inside another program: compiled as part of it
+print("nested", float(eqx.filter_jit(lambda x: inner(x).sum())(x)),
+      eqx.filter_eval_shape(inner, x).shape)
+"""
+
+
+@pytest.mark.parametrize("ask", ["ask", "ask-all", "leave"])
+def test_an_optimised_program_keeps_full_optimisation_under_quick_compilation(ask):
+    env = {k: v for k, v in os.environ.items() if k != "JAX_DISABLE_MOST_OPTIMIZATIONS"}
+    run = subprocess.run(
+        [sys.executable, "-c", LEVELS, ask],
+        env={**env, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    levels = {line.split()[0]: line.split()[1:] for line in run.stdout.splitlines()}
+    assert levels["nested"] == ["8.0", "(4,)"]
+    full = str(full_optimisation()["xla_backend_optimization_level"])
+    if ask == "ask":
+        assert levels["optimised"] == ["0", full]  # the process's level 0, overridden
+        assert levels["plain"] == ["0", "None"]  # negative control: quick, not overridden
+    elif ask == "ask-all":  # except_long_programs=False: every program quick
+        assert levels["optimised"] == levels["plain"] == ["0", "None"]
+    else:  # without quick compilation it is plain filter_jit: XLA's own level, no override
+        assert levels["optimised"] == levels["plain"] == [full, "None"]
 
 
 def test_asking_for_quick_compilation_after_the_first_computation_is_refused():

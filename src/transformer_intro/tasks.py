@@ -27,6 +27,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .training.recipe import Recipe
+from .xla_flags import optimised_jit
 
 __all__ = [
     "DATES_RECIPE",
@@ -253,12 +254,12 @@ def _image_split(name: str, split) -> tuple:
     return images, labels
 
 
-@eqx.filter_jit
+@optimised_jit
 def _logits(model, images):
     return model.batched(prepare_images(images))
 
 
-@eqx.filter_jit
+@optimised_jit
 def _classification_sums(model, images, labels):
     logits = _logits(model, images)
     return _cross_entropy(logits, labels).sum(), (logits.argmax(-1) == labels).sum()
@@ -385,7 +386,7 @@ class NextSymbolPrediction(eqx.Module):
         return {"nats_per_symbol": float(_windows_loss(self, model))}
 
 
-@eqx.filter_jit
+@optimised_jit
 def _windows_loss(task: NextSymbolPrediction, model) -> Array:
     windows = task.validation_windows
     count = windows.shape[0] // task.eval_chunk * task.eval_chunk
@@ -486,7 +487,7 @@ def _sequence_split(name: str, split) -> tuple[Array, Array, Array]:
     return sources, target_inputs, targets
 
 
-@eqx.filter_jit
+@optimised_jit
 def _sequence_figures(task: SequenceToSequence, model):
     sources, target_inputs, targets = task.test
     generated = model.greedy_decode(sources, task.start_id, targets.shape[1])
@@ -631,7 +632,7 @@ def _pack_pairs(name: str, pairs, window: int, vocab_size: int, pad_id: int):
     return inputs, targets, jnp.asarray(counted)
 
 
-@eqx.filter_jit
+@optimised_jit
 def _pairs_figures(task: SupervisedPairs, model):
     inputs, targets, counted = task.test
     batch = {"inputs": inputs, "targets": targets, "answer_mask": counted}

@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = [
     "assert_shows_column",
+    "assert_shows_columns",
     "matches",
     "point_at",
     "read_labels",
@@ -104,7 +105,10 @@ def read_values(driver, figure_name: str, which: str = "weights") -> list[float]
             image figure the class token first, then the patches), ``"class"`` (an image figure's
             class-token panel) or ``"next"`` (next-token probabilities, most likely first).
     """
-    pairs = _shown(driver, figure_name, which)
+    return _checked_values(_shown(driver, figure_name, which))
+
+
+def _checked_values(pairs: list) -> list[float]:
     values = [float(value) for value, _ in pairs]
     # the printed 3-decimal number must be the stored value, rounded
     for value, text in zip(values, (float(text) for _, text in pairs)):
@@ -122,6 +126,40 @@ def assert_shows_column(driver, figure_name: str, n: int, expected, wrong) -> No
     shown = read_values(driver, figure_name)
     assert matches(shown, expected), (figure_name, n, shown, list(expected))
     assert not matches(shown, wrong), (figure_name, n, "matches the negative control")
+
+
+# For each output index: the event a reader's pointer sends as it enters the output (the
+# figure's own handler redraws at once), then the weights panel's [stored value, printed text].
+_POINT_AND_READ_EACH = """
+const [root, indices] = arguments;
+return indices.map((i) => {
+  const target = root.querySelector(`.ti-out[data-index="${i}"]`);
+  if (!target) return null;
+  target.dispatchEvent(new MouseEvent("mouseenter"));
+  return [...root.querySelectorAll(".ti-weights .ti-value")]
+    .map((e) => [e.getAttribute("data-value"), e.textContent]);
+});
+"""
+
+
+def assert_shows_columns(driver, figure_name: str, indices, expected, wrong) -> None:
+    """:func:`assert_shows_column` for each output in ``indices``, with the column of each.
+
+    The first output is pointed at with the real pointer, as a reader does; the rest through the
+    page's own handler for that pointer, in one round trip to the browser (a pointer's move and
+    click cost about half a second each in WebDriver, and the figure tests check hundreds).
+    """
+    indices = [int(i) for i in indices]
+    assert len(indices) == len(expected) == len(wrong) > 0
+    assert_shows_column(driver, figure_name, indices[0], expected[0], wrong[0])
+    root = wait_for_figure(driver, figure_name)
+    panels = driver.execute_script(_POINT_AND_READ_EACH, root, indices[1:])
+    for n, pairs, column, other in zip(indices[1:], panels, expected[1:], wrong[1:]):
+        if pairs is None:
+            raise IndexError(f"figure {figure_name!r} has no output {n}")
+        shown = _checked_values(pairs)
+        assert matches(shown, column), (figure_name, n, shown, list(column))
+        assert not matches(shown, other), (figure_name, n, "matches the negative control")
 
 
 def read_labels(driver, figure_name: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from explore_helpers import assert_shows_column, point_at, select, wait_for_figure
+from explore_helpers import assert_shows_columns, point_at, select, wait_for_figure
 
 PAGE = "book/03_multi_head_attention.html"
 FIGURE = "fig-ch03-explore"
@@ -69,13 +69,12 @@ def test_figure_shows_the_designed_heads(html_dir, book_server, driver, screensh
     checked = 0
     for h in range(3):
         select(driver, FIGURE, head=h)
-        for n in range(len(labels)):
-            # the negative control: the neighbouring token's weights; for head 3, whose
-            # columns are all alike by design, head 1's weights for the same token
-            neighbour = (n + 1) % len(labels)
-            wrong = A[h][:, neighbour] if h < 2 else A[0][:, n]
-            assert_shows_column(driver, FIGURE, n, A[h][:, n], wrong)
-            checked += 1
+        tokens = range(len(labels))
+        # the negative control: the neighbouring token's weights; for head 3, whose
+        # columns are all alike by design, head 1's weights for the same token
+        wrong = [A[h][:, (n + 1) % len(labels)] if h < 2 else A[0][:, n] for n in tokens]
+        assert_shows_columns(driver, FIGURE, tokens, [A[h][:, n] for n in tokens], wrong)
+        checked += len(tokens)
     assert checked == 24
     # leave the figure on b4, head 2, for the screenshot
     select(driver, FIGURE, head=1)

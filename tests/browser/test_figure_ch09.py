@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from explore_helpers import (
-    assert_shows_column,
+    assert_shows_columns,
     matches,
     point_at,
     read_values,
@@ -67,11 +67,11 @@ def test_figure_shows_the_trained_model(html_dir, book_server, driver, screensho
     for block in (0, n_blocks - 1):
         for head in range(n_heads):
             select(driver, FIGURE, layer=block, head=head)
-            for position in (5, 20, n - 1):
-                column = maps[block, head][:, position]
-                neighbour = maps[block, head][:, position - 1]
-                assert_shows_column(driver, FIGURE, position, column, neighbour)
-                checked += 1
+            positions = (5, 20, n - 1)
+            columns = [maps[block, head][:, p] for p in positions]
+            neighbours = [maps[block, head][:, p - 1] for p in positions]
+            assert_shows_columns(driver, FIGURE, positions, columns, neighbours)
+            checked += len(positions)
     assert checked == 2 * n_heads * 3
     # the next-character distribution, most likely first, at two temperatures
     for temperature in (1.0, 0.5):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from explore_helpers import assert_shows_column, select, wait_for_figure
+from explore_helpers import assert_shows_columns, select, wait_for_figure
 
 PAGE = "book/10_encoder_decoder.html"
 FIGURE = "fig-ch10-explore"
@@ -56,11 +56,10 @@ def test_figure_shows_the_trained_model(html_dir, book_server, driver, screensho
     for layer in range(layers):
         for head in range(heads):
             select(driver, FIGURE, layer=layer, head=head)
-            for n in range(n_t):
-                column = weights[layer, head][:, n]
-                neighbour = weights[layer, head][:, (n + 1) % n_t]
-                assert_shows_column(driver, FIGURE, n, column, neighbour)
-                checked += 1
+            columns = [weights[layer, head][:, n] for n in range(n_t)]
+            neighbours = [weights[layer, head][:, (n + 1) % n_t] for n in range(n_t)]
+            assert_shows_columns(driver, FIGURE, range(n_t), columns, neighbours)
+            checked += n_t
     assert checked == layers * heads * n_t
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
     root.screenshot(str(screenshot_dir / "fig-ch10-explore.png"))

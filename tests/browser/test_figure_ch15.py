@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from explore_helpers import assert_shows_column, select, wait_for_figure
+from explore_helpers import assert_shows_columns, select, wait_for_figure
 
 PAGE = "book/15_pretrained_model.html"
 FIGURE = "fig-ch15-attention"
@@ -57,11 +57,11 @@ def test_figure_shows_the_models_attention(html_dir, book_server, driver, screen
     for block in (0, 11, n_blocks - 1):
         for head in (0, 4, n_heads - 1):
             select(driver, FIGURE, layer=block, head=head)
-            for position in (3, n - 1):
-                column = maps[block, head][:, position]
-                neighbour = maps[block, head][:, position - 1]
-                assert_shows_column(driver, FIGURE, position, column, neighbour)
-                checked += 1
+            positions = (3, n - 1)
+            columns = [maps[block, head][:, p] for p in positions]
+            neighbours = [maps[block, head][:, p - 1] for p in positions]
+            assert_shows_columns(driver, FIGURE, positions, columns, neighbours)
+            checked += len(positions)
     assert checked == 3 * 3 * 2
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
     root.screenshot(str(screenshot_dir / "fig-ch15-explore.png"))

@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from ..tokenisers import Vocabulary
+from ..xla_flags import optimised_jit
 from .language_model import LanguageModel
 
 # Not public, though importable: cached_logits (generation's arithmetic with given symbols, for
@@ -109,7 +110,7 @@ def sample_token(
 # Prefill and the decoding loop
 
 
-@eqx.filter_jit
+@optimised_jit
 def prefill(
     model: LanguageModel, ids: Int[Array, " P"], length: Int[Array, ""] | int, window: int
 ) -> tuple[Float[Array, " V"], tuple]:
@@ -131,7 +132,7 @@ def _cache_window(cache) -> int:
     return jax.tree.leaves(cache)[0].shape[-2]
 
 
-@eqx.filter_jit
+@optimised_jit
 def decode(
     model: LanguageModel,
     logits: Float[Array, " V"],
@@ -266,7 +267,7 @@ def generate(
     return decode(model, logits, kv, length, key, num_tokens, temperature, top_k, top_p, context)
 
 
-@eqx.filter_jit
+@optimised_jit
 def _generate_uncached(model, prompt, key, num_tokens: int, temperature, top_k, top_p):
     window = model.config.window
     context = jnp.zeros(window, jnp.int32).at[: prompt.shape[0]].set(prompt)

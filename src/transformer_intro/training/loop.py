@@ -22,6 +22,7 @@ import numpy as np
 from tqdm import tqdm  # plain text bar: no widget JavaScript, the same in a terminal and a notebook
 
 from .. import parallel
+from ..xla_flags import optimised_jit
 from .checkpoints import CheckpointError, check_resumable, load_checkpoint, save_checkpoint
 from .history import History
 from .recipe import Recipe
@@ -52,7 +53,7 @@ def batch_key(seed: int, step) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(seed), step)
 
 
-@eqx.filter_jit
+@optimised_jit
 def run_steps(model, opt_state, task, first_step, *, recipe: Recipe, count: int, placement=None):
     """``count`` training steps from step ``first_step``, compiled into one ``lax.scan``.
 
