@@ -23,8 +23,8 @@ JAX move it, tests/test_precision.py says so and the other tests run, only slowe
 ``optimised_programs`` (the pretrained model's, whose 135 million parameters make running, not
 compiling, the cost: 264 s with the setting against 240 s without, in two runs of the unit tests)
 gets XLA's full effort, as does every module on a GPU. The chapters, run by nbval in their own
-kernels, keep their own settings (some ask for the loop emitters in their first cell): what a
-reader runs is tested as the reader runs it.
+kernels, keep their own settings (chapters 1 to 16 ask for quick compilation in their first cell):
+what a reader runs is tested as the reader runs it.
 
 The shape checks. The package annotates its arrays' shapes with jaxtyping (``Float[Array, "N D"]``);
 the unit tests import it under jaxtyping's import hook with beartype, so that every annotated

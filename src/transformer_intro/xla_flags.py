@@ -82,7 +82,7 @@ def ask_for_quick_compilation(*, except_long_programs: bool = True) -> None:
     ``jax_disable_most_optimizations``, which the unit tests use too), and the loop emitters
     (:func:`ask_for_loop_emitters`). The programs that run for long (a training loop, a decoding
     loop, an evaluation: those compiled by :func:`optimised_jit`) keep XLA's full optimisation,
-    so that a chapter which trains for minutes trains as fast as before. Processes started from
+    so that a chapter which trains for minutes trains at full speed. Processes started from
     this one compile every program quickly (the environment carries JAX's setting, not this
     exception). Optimisation changes how fast the code runs, not what it computes in exact
     arithmetic; the last bits of a float may differ, as they do between processors.
