@@ -93,19 +93,6 @@ def test_a_transposed_weight_matrix_is_caught(page, reference):
     assert np.abs(page_logits(page, pixels[:2]) - logits[:2]).max() < TOLERANCE  # restored
 
 
-def test_speed(page, reference):
-    _, pixels, _ = reference
-    ms = page.execute_script(
-        "const ps = arguments[0], m = bookModels.models.vit;"
-        "ps.forEach((p) => m.logits(p));"  # warm up
-        "const t0 = performance.now(); ps.forEach((p) => m.forward(p));"
-        "return (performance.now() - t0) / ps.length;",
-        pixels[:50].reshape(50, -1).tolist(),
-    )
-    print(f"ViT in the page: {ms:.1f} ms per prediction (with attention maps)")
-    assert ms < 500
-
-
 def _replay(driver, strokes):
     """Draw the strokes with pointer events dispatched on the canvas."""
     driver.execute_script(

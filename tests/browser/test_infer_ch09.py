@@ -117,18 +117,6 @@ def test_same_seed_same_text(page):
     assert first != other
 
 
-def test_speed(page):
-    rate = page.execute_script(
-        "const lm = bookModels.models.lm;"
-        "lm.complete('ROMEO.\\n', 50, {temperature: 0.8, topK: 10, seed: 1});"  # warm up
-        "const t0 = performance.now();"
-        "const text = lm.complete('ROMEO.\\n', 500, {temperature: 0.8, topK: 10, seed: 1});"
-        "return 500 / ((performance.now() - t0) / 1000);"
-    )
-    print(f"language model in the page: {rate:.0f} characters per second (with cache rebuilds)")
-    assert rate > 20
-
-
 def test_widget_steps_and_shows_attention(html_dir, driver):
     """From file://: start the widget, step, and read the distribution and the attention."""
     driver.get_log("performance")
