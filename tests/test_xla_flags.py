@@ -77,17 +77,23 @@ print(debug.xla_backend_optimization_level, debug.xla_llvm_disable_expensive_pas
 """
 
 
-@pytest.mark.parametrize("ask", [True, False])
-def test_quick_compilation_is_level_0_here_and_in_the_processes_started(ask):
+def _run_fresh(script: str, argument: str) -> str:
+    """The standard output of ``script`` in a new process on the CPU, which has not been asked
+    for quick compilation (this session's setting is not inherited)."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_DISABLE_MOST_OPTIMIZATIONS"}
     run = subprocess.run(
-        [sys.executable, "-c", QUICK, "ask" if ask else "leave"],
+        [sys.executable, "-c", script, argument],
         env={**env, "JAX_PLATFORMS": "cpu"},
         capture_output=True,
         text=True,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    level, cheap, inherited, total = run.stdout.split()
+    return run.stdout
+
+
+@pytest.mark.parametrize("ask", [True, False])
+def test_quick_compilation_is_level_0_here_and_in_the_processes_started(ask):
+    level, cheap, inherited, total = _run_fresh(QUICK, "ask" if ask else "leave").split()
     assert total == "3.0"
     if ask:
         assert (level, cheap, inherited) == ("0", "True", "true")
@@ -133,15 +139,8 @@ print("nested", float(eqx.filter_jit(lambda x: inner(x).sum())(x)),
 
 @pytest.mark.parametrize("ask", ["ask", "ask-all", "leave"])
 def test_an_optimised_program_keeps_full_optimisation_under_quick_compilation(ask):
-    env = {k: v for k, v in os.environ.items() if k != "JAX_DISABLE_MOST_OPTIMIZATIONS"}
-    run = subprocess.run(
-        [sys.executable, "-c", LEVELS, ask],
-        env={**env, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    levels = {line.split()[0]: line.split()[1:] for line in run.stdout.splitlines()}
+    lines = _run_fresh(LEVELS, ask).splitlines()
+    levels = {line.split()[0]: line.split()[1:] for line in lines}
     assert levels["nested"] == ["8.0", "(4,)"]
     full = str(full_optimisation()["xla_backend_optimization_level"])
     if ask == "ask":
