@@ -116,7 +116,7 @@ browser: book
 	@$(MAKE) --no-print-directory browser-checks
 # Longest files first (from the durations a run prints), so that neither process is left alone
 # with a long one at the end.
-BROWSER_FIRST := tests/browser/test_pages.py tests/browser/test_layout.py \
+BROWSER_FIRST := tests/browser/test_layout.py \
 	tests/browser/test_quiz.py tests/browser/test_figure_ch10.py tests/browser/test_figure_ch15.py \
 	tests/browser/test_live.py tests/browser/test_offline.py tests/browser/test_figure_ch09.py
 BROWSER_FILES := $(BROWSER_FIRST) $(filter-out $(BROWSER_FIRST),$(wildcard tests/browser/test_*.py))
@@ -142,11 +142,12 @@ pdf: $(STAMP)
 
 # The HTML book, then the single-page build and the PDF, are made beside the unit tests and
 # notebooks: they need none of the tests' results, and keep at most one core busy (two Sphinx
-# builds, then Chromium printing 305 pages), so beside the tests they take a share of the two
-# cores instead of minutes of their own after them. The browser checks come last: alone they keep
-# the cores 39% busy (Chromium waits for pages to load and render), but beside the tests they made
-# the training cells and the comparisons with transformers two to three times slower, and the run
-# no shorter (on a clean clone: 36.0 min and 3,522 CPU-seconds of user time, against 3,554).
+# builds, then Chromium printing 305 pages). The browser checks come last. They keep the cores
+# busy too: most of their work is in Chromium's page processes, which /usr/bin/time misses (for
+# tests/browser/test_pages.py it counted 28 of the 63 CPU-seconds that /proc/stat saw the machine
+# spend). Beside the tests, the browser checks made the training cells and the comparisons with
+# transformers two to three times slower, and the run no shorter (on a clean clone: 36.0 min and
+# 3,522 CPU-seconds of user time, against 3,554).
 test: lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-and-nbval book-and-pdf
 	$(MAKE) --no-print-directory browser-checks

@@ -49,6 +49,8 @@ def designed_attention() -> tuple[list[str], np.ndarray]:
     return labels, np.asarray(layer.attention_weights(x), dtype=np.float64)
 
 
+# Run with the browser checks, whose figure test recomputes the same weights: computed once.
+@pytest.mark.browser
 def test_recomputed_weights_are_attention():
     labels, A = designed_attention()
     assert A.shape == (3, 8, 8) and labels[3] == "b4"

@@ -48,6 +48,8 @@ def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     return p / p.sum()
 
 
+# Run with the browser checks, whose figure test recomputes the same weights: computed once.
+@pytest.mark.browser
 def test_recomputed_weights_are_causal_attention():
     maps, logits = recomputed()
     n = len(VERSE)

@@ -40,6 +40,8 @@ def recomputed() -> np.ndarray:
     return weights[:, :, : len(TEXT), : dates.ISO_LENGTH]
 
 
+# Run with the browser checks, whose figure test recomputes the same weights: computed once.
+@pytest.mark.browser
 def test_recomputed_weights_are_cross_attention():
     weights = recomputed()
     assert weights.shape[2:] == (len(TEXT), 10)

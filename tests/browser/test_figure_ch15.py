@@ -38,6 +38,8 @@ def recomputed() -> np.ndarray:
     return np.asarray(maps, np.float64)
 
 
+# Run with the browser checks, whose figure test recomputes the same weights: computed once.
+@pytest.mark.browser
 def test_recomputed_weights_are_causal_attention():
     maps = recomputed()
     n = maps.shape[-1]

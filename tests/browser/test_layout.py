@@ -18,14 +18,28 @@ awaits an edit of its source), and at 400 px the page itself may not
 (``test_page_does_not_scroll_sideways_at_400``). ``test_detector_layout`` and
 ``test_detector_sideways`` show that the checks fail on a synthetic page with each kind of fault,
 and pass on its repaired twin.
+
+Each page is loaded once per width. Its load at 1280 px also serves ``test_page``, the checks of
+test_pages.py (what a reader would notice: math, links, images, the console, requests): loading
+it a third time would add nothing but CPU time.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
-from test_pages import PAGES, WAIT_FOR_MATHJAX
+from test_pages import (
+    FULL_PAGE_SCREENSHOTS,
+    PAGES,
+    WAIT_FOR_MATHJAX,
+    _parse,
+    check_in_browser,
+    find_broken_links,
+    screenshot_name,
+    source_of,
+)
 
 WIDTHS = (1280, 400)
 
@@ -129,25 +143,65 @@ def layout_problems(driver, url: str, width: int, *, wait_for_mathjax: bool = Tr
     return measure_page(driver, url, width, FIND_CLIPPING, wait_for_mathjax=wait_for_mathjax)
 
 
-# Each page is loaded once per width for both checks (the page's own tests share the load): what
-# is cut off, then what scrolls sideways, which opens the closed dropdowns and so comes second.
-_MEASURED: dict[tuple[str, int], tuple[list[str], dict]] = {}
+# Each page is loaded once per width for all of its checks. At 1280 px the load serves test_page
+# (test_pages.py's checks of what a reader would notice) as well; then come what is cut off, and
+# what scrolls sideways, which opens the closed dropdowns and so comes last.
+_MEASURED: dict[tuple[str, int], dict] = {}
 
 
-def cut_off_and_sideways(driver, url: str, width: int) -> tuple[list[str], dict]:
-    """:func:`layout_problems` and :func:`sideways` of one load of the page at ``url``."""
-    if (url, width) not in _MEASURED:
-        _MEASURED[url, width] = tuple(
-            measure_page(driver, url, width, FIND_CLIPPING, FIND_SIDEWAYS)
-        )
-    return _MEASURED[url, width]
+def measured(driver, base_url: str, page: str, width: int, screenshot_dir) -> dict:
+    """One load's ``{"cut_off": [...], "sideways": {...}}``, with ``"reader": [...]`` at 1280 px."""
+    key = (base_url + page, width)
+    if key in _MEASURED:
+        return _MEASURED[key]
+    if width != 1280:
+        cut_off, found = measure_page(driver, base_url + page, width, FIND_CLIPPING, FIND_SIDEWAYS)
+        _MEASURED[key] = {"cut_off": cut_off, "sideways": found}
+        return _MEASURED[key]
+    screenshot = screenshot_dir / screenshot_name(page) if FULL_PAGE_SCREENSHOTS else None
+    reported = set_width(driver, width)
+    try:
+        reader = check_in_browser(driver, base_url, page, screenshot)  # loads the page
+        set_width(driver, width)  # again: the screenshot's tall window is undone
+        time.sleep(0.2)  # let the layout settle
+        cut_off = driver.execute_script(FIND_CLIPPING)
+        found = driver.execute_script(FIND_SIDEWAYS)
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert reported == width, f"the viewport is {reported} px wide, not {width}"
+    _MEASURED[key] = {"reader": reader, "cut_off": cut_off, "sideways": found}
+    return _MEASURED[key]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", PAGES)
+def test_page(page, html_dir, book_server, driver, screenshot_dir):
+    assert (html_dir / page).is_file(), f"{page} is listed in _toc.yml but was not built"
+    problems = find_broken_links(html_dir, page)
+
+    source = source_of(page.removesuffix(".html"))
+    if source is not None and source.suffix == ".ipynb":
+        download = html_dir / "_sources" / (page.removesuffix(".html") + ".ipynb")
+        hrefs = [url for tag, url in _parse(html_dir / page).urls if tag == "a"]
+        if not any(
+            url.endswith("_sources/" + download.relative_to(html_dir / "_sources").as_posix())
+            for url in hrefs
+        ):
+            problems.append("no download link to the page's .ipynb")
+        if not download.is_file() or "cells" not in json.loads(download.read_text(encoding="utf8")):
+            problems.append(
+                f"the .ipynb download {download.relative_to(html_dir)} is missing or not a notebook"
+            )
+
+    problems += measured(driver, book_server.url, page, 1280, screenshot_dir)["reader"]
+    assert not problems, f"{page}:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"{w}px")
 @pytest.mark.parametrize("page", PAGES)
-def test_nothing_cut_off(page, width, html_dir, book_server, driver):
-    problems, _ = cut_off_and_sideways(driver, book_server.url + page, width)
+def test_nothing_cut_off(page, width, html_dir, book_server, driver, screenshot_dir):
+    problems = measured(driver, book_server.url, page, width, screenshot_dir)["cut_off"]
     assert not problems, f"{page} at {width} px:\n  " + "\n  ".join(problems)
 
 
@@ -274,8 +328,8 @@ def scrolling_problems(page: str, found, allowed=WIDE_AT_1280_ALLOWED) -> list[s
 
 @pytest.mark.browser
 @pytest.mark.parametrize("page", PAGES)
-def test_nothing_scrolls_sideways_at_1280(page, html_dir, book_server, driver):
-    _, result = cut_off_and_sideways(driver, book_server.url + page, 1280)
+def test_nothing_scrolls_sideways_at_1280(page, html_dir, book_server, driver, screenshot_dir):
+    result = measured(driver, book_server.url, page, 1280, screenshot_dir)["sideways"]
     problems = scrolling_problems(page, result["found"])
     if result["page"] > 0:
         problems.append(f"the page scrolls sideways by {result['page']} px")
@@ -284,8 +338,8 @@ def test_nothing_scrolls_sideways_at_1280(page, html_dir, book_server, driver):
 
 @pytest.mark.browser
 @pytest.mark.parametrize("page", PAGES)
-def test_page_does_not_scroll_sideways_at_400(page, html_dir, book_server, driver):
-    _, result = cut_off_and_sideways(driver, book_server.url + page, 400)
+def test_page_does_not_scroll_sideways_at_400(page, html_dir, book_server, driver, screenshot_dir):
+    result = measured(driver, book_server.url, page, 400, screenshot_dir)["sideways"]
     assert result["page"] <= 0, f"{page} at 400 px scrolls sideways by {result['page']} px"
 
 

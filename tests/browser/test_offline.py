@@ -95,10 +95,10 @@ def test_the_pages_with_figures_are_found(html_dir):
 @pytest.mark.browser
 @pytest.mark.parametrize("page", PAGES)
 def test_page_stays_local(page, html_dir, book_server, driver):
-    # A page without figures is loaded once, by test_pages.py::test_page, whose check of every
+    # A page without figures is loaded once, by test_layout.py::test_page, whose check of every
     # request (to this server only) is stricter than this one: loading it again adds nothing.
     if not has_figures(html_dir, page):
-        pytest.skip("no interactive figure: test_pages.py::test_page checks its requests")
+        pytest.skip("no interactive figure: test_layout.py::test_page checks its requests")
     urls = requests_while(driver, book_server.url + page)
     assert urls, "the performance log recorded no request at all: is the check working?"
     assert not non_local(urls), f"{page} requested: {non_local(urls)}"

@@ -1,5 +1,8 @@
 """Load every page of the built book in headless Chromium and check what a reader would see.
 
+The checks are here; the test that runs them on each page, ``test_page``, is in test_layout.py,
+where they share the page's load at 1280 px with the layout checks.
+
 Run with ``make browser`` (builds the book first) or
 ``.venv/bin/python -m pytest tests/browser --run-browser`` after ``make book``.
 
@@ -11,7 +14,8 @@ A page fails if
   not exist in its target page, or a Sphinx cross-reference is unresolved;
 - a chapter built from a notebook does not offer its ``.ipynb`` for download;
 - the browser console reports an error, or the page requests anything outside the local server.
-A full-page screenshot of each page is saved to tests/browser/screenshots/.
+With ``BOOK_SCREENSHOTS=1`` a full-page screenshot of each page is saved to
+tests/browser/screenshots/, for a person to look through (no test reads them).
 
 The ``test_detector_*`` tests show that the checks can fail: they feed deliberately broken
 pages to the same functions (the browser one needs --run-browser too).
@@ -33,6 +37,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 HTML_DIR = Path(os.environ.get("BOOK_HTML_DIR", REPO / "_build" / "html")).resolve()
 TOC = REPO / "_toc.yml"
+
+# Drawing each page whole (up to 12000 px tall) took 45 of this file's 77 s: only on request.
+FULL_PAGE_SCREENSHOTS = os.environ.get("BOOK_SCREENSHOTS") == "1"
 
 # Generated pages that are not part of the book's content (index.html only redirects to the root).
 NOT_PAGES = {"genindex.html", "search.html", "index.html", "py-modindex.html"}
@@ -349,33 +356,8 @@ def screenshot_name(page: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The book
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("page", PAGES)
-def test_page(page, html_dir, book_server, driver, screenshot_dir):
-    assert (html_dir / page).is_file(), f"{page} is listed in _toc.yml but was not built"
-    problems = find_broken_links(html_dir, page)
-
-    source = source_of(page.removesuffix(".html"))
-    if source is not None and source.suffix == ".ipynb":
-        download = html_dir / "_sources" / (page.removesuffix(".html") + ".ipynb")
-        hrefs = [url for tag, url in _parse(html_dir / page).urls if tag == "a"]
-        if not any(
-            url.endswith("_sources/" + download.relative_to(html_dir / "_sources").as_posix())
-            for url in hrefs
-        ):
-            problems.append("no download link to the page's .ipynb")
-        if not download.is_file() or "cells" not in json.loads(download.read_text(encoding="utf8")):
-            problems.append(
-                f"the .ipynb download {download.relative_to(html_dir)} is missing or not a notebook"
-            )
-
-    problems += check_in_browser(
-        driver, book_server.url, page, screenshot_dir / screenshot_name(page)
-    )
-    assert not problems, f"{page}:\n  " + "\n  ".join(problems)
+# The book (each page's own test, test_page, is in test_layout.py: it shares the page's load at
+# 1280 px with the layout checks there)
 
 
 @pytest.mark.browser
