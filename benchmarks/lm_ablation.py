@@ -7,16 +7,8 @@ rotary base 100,000 with the half layout, Muon), all of them together, the combi
 few more changes, and that with every block starting as the identity. Every run fills the same
 wall-clock budget of training, compilation included (evaluation is off the clock, as in ``fit``).
 
-How a run fills the budget (a time-based schedule): the cosine schedule must know its number of
-steps T, and how many steps fit the budget depends on the variant and, on a shared machine, on
-the load, which changes during a run. So T is re-planned as the run goes: training proceeds in
-compiled calls of ``steps_per_call`` steps; after each, the seconds per step of the recent calls
-give the steps that still fit the budget, and when that projection moves T by more than 5% the
-schedule is rebuilt with the new T (a recompilation, two to six seconds, counted in the budget;
-the 5% keeps the load's small swings from triggering one after another).
-The run stops when the schedule is done or the next call would overrun the budget. Each run
-records its re-plans. The learning rate then follows the cosine of the fraction of the budget
-spent, whatever the load.
+How a run fills the time: ``fixed_time.py``, beside this script, fits the cosine schedule's number
+of steps to the seconds as the run goes; each run records its re-plans.
 
 Writes ``benchmarks/results/lm_ablation.json`` (per run: the model's configuration, the recipe,
 steps, seconds, final held-out nats/char, held-out and training loss against seconds, the load
@@ -31,23 +23,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import time
 from pathlib import Path
 
-import equinox as eqx
 import jax
-import numpy as np
-from report import machine  # beside this script
+from fixed_time import load_average, train_for_seconds  # beside this script
+from report import machine
 
 from transformer_intro import LanguageModel, Vocabulary, count_parameters
 from transformer_intro.datasets.shakespeare import load_shakespeare
 from transformer_intro.models.language_model import SHAKESPEARE_CONFIG, LMConfig
 from transformer_intro.tasks import SHAKESPEARE_RECIPE, NextSymbolPrediction, bits
-from transformer_intro.training import Recipe, run_steps
+from transformer_intro.training import Recipe
 
 RESULTS = Path(__file__).resolve().parent / "results" / "lm_ablation.json"
-REPLAN_THRESHOLD = 0.05  # a recompilation costs seconds: only for a change of T above 5%
 EVALUATIONS = 8  # held-out evaluations per run (off the clock), for the loss-vs-seconds curve
 
 # Each variant: a label, the changes to chapter 9's model configuration, the changes to its recipe.
@@ -99,84 +87,22 @@ VARIANTS["combined_identity"] = (
 )
 
 
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def _rebuild(recipe: Recipe, steps: int) -> Recipe:
-    return recipe.replace(steps=max(steps, recipe.warmup_steps + recipe.steps_per_call))
-
-
-def run(name: str, config: LMConfig, recipe: Recipe, task, budget: float) -> dict:
-    """Train one variant for ``budget`` seconds (compilation included), re-planning T."""
+def run(name: str, config: LMConfig, recipe: Recipe, task, seconds: float) -> dict:
+    """Train one variant for ``seconds`` (compilation included), re-planning T."""
     model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
-    per_call = recipe.steps_per_call
-    # A first guess of T (chapter 9's recipe on an unloaded machine); re-planned after 4 calls.
-    plan = _rebuild(recipe, 3000)
-    opt_state = plan.optimiser().init(eqx.filter(model, eqx.is_inexact_array))
-    replans = [{"step": 0, "seconds": 0.0, "steps": plan.steps}]
-    train = {"step": [], "seconds": [], "loss": []}
-    held_out = []
-    call_seconds = []  # of calls that did not compile
-    step, seconds, compiled = 0, 0.0, True
-    next_evaluation = budget / EVALUATIONS
-    load_before = load_average()
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    tic_wall = time.perf_counter()
-    while step < plan.steps:
-        tic = time.perf_counter()
-        model, opt_state, losses, _ = run_steps(
-            model, opt_state, task, np.int32(step), recipe=plan, count=per_call
-        )
-        losses = jax.device_get(losses)
-        elapsed = time.perf_counter() - tic
-        seconds += elapsed
-        step += per_call
-        if not compiled:
-            call_seconds.append(elapsed)
-        compiled = False
-        train["step"].append(step)
-        train["seconds"].append(seconds)
-        train["loss"].append(float(np.mean(losses)))
-        if seconds >= next_evaluation:  # off the clock
-            held_out.append({"step": step, "seconds": seconds, **_evaluate(task, model)})
-            next_evaluation += budget / EVALUATIONS
-        recent = float(np.median(call_seconds[-8:])) if call_seconds else elapsed
-        calls_left = int((budget - seconds) / recent)
-        if calls_left < 1:
-            break  # the next call would overrun the budget
-        if len(call_seconds) < 3:
-            continue
-        projected = step + calls_left * per_call
-        if abs(projected - plan.steps) > REPLAN_THRESHOLD * plan.steps and projected > step:
-            plan = _rebuild(recipe, projected)
-            replans.append({"step": step, "seconds": seconds, "steps": plan.steps})
-            compiled = True
-    wall = time.perf_counter() - tic_wall
-    load_after = load_average()
-    if not held_out or held_out[-1]["step"] != step:
-        held_out.append({"step": step, "seconds": seconds, **_evaluate(task, model)})
-    final = held_out[-1]["nats_per_char"]
+    trained, run = train_for_seconds(
+        model, recipe, task, seconds, lambda m: _evaluate(task, m), evaluations=EVALUATIONS
+    )
+    final = run["held_out"][-1]["nats_per_char"]
     return {
         "name": name,
         "label": VARIANTS[name][0],
         "config": json.loads(config.to_json()),
-        "recipe": json.loads(plan.replace(steps=step).to_json()),
-        "parameters": count_parameters(model),
-        "steps": step,
-        "seconds": seconds,
-        "seconds_per_step": seconds / step,
-        "wall_seconds_with_evaluations": wall,
-        "schedule_replans": replans,
-        "schedule_finished": step >= plan.steps,
-        "final_schedule_steps": plan.steps,
+        "parameters": count_parameters(trained),
+        **run,
+        "recipe": json.loads(run["recipe"].to_json()),
         "nats_per_char": final,
         "bits_per_char": bits(final),
-        "held_out": held_out,
-        "train": train,
-        "started": started,
-        "load_average_before": load_before,
-        "load_average_after": load_after,
     }
 
 

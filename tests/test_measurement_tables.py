@@ -1,13 +1,17 @@
-"""The measurements appendix's tables for chapter 16 are the committed result files, as rounded.
+"""The measurements appendix's tables for chapter 16 and its records are the committed result
+files, as rounded.
 
-A rerun of ``benchmarks/quantised_matvec.py`` or ``benchmarks/pretrained_speed.py`` that rewrites
-its file without the table (or the reverse) fails here.
+A rerun of ``benchmarks/quantised_matvec.py``, ``benchmarks/pretrained_speed.py`` or
+``benchmarks/records.py`` that rewrites its file without the table (or the reverse) fails here.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,3 +87,45 @@ def test_chapter_16_quotes_the_committed_runs():
         / runs["jax, 2 thread(s)"]["decode_tokens_per_s"]
     )
     assert f"{speedup:.1f} times as fast as the book's float32 code" in text
+
+
+@functools.cache
+def records_script():
+    """benchmarks/records.py, imported beside the two modules it imports from its folder."""
+    script = ROOT / "benchmarks" / "records.py"
+    sys.path.insert(0, str(script.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("records", script)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["records"] = module  # its dataclass looks its module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(script.parent))
+    return module
+
+
+def test_the_records_table_is_the_committed_runs():
+    records = records_script()
+    heading = "## Records on two CPU cores"
+    text = APPENDIX[APPENDIX.index(heading) :]
+    start = text.index("\n|") + 1
+    end = text.index("\n\n", start)
+    assert text[start:end] == records.table()
+
+
+def test_each_record_run_is_what_its_file_says():
+    records = records_script()
+    for name, record in records.RECORDS.items():
+        committed = result(f"record_{name}.json")
+        assert committed["seconds"] == record.seconds, name  # not a quick trial's --seconds
+        runs = committed["runs"]
+        assert sorted(run["seed"] for run in runs) == [0, 1, 2], name
+        for run in runs:
+            final = run["held_out"][-1][record.figure]
+            assert run["final"] == final
+            assert run["reached"] == (
+                final >= record.target if record.higher_is_better else final <= record.target
+            )
+            # the clock never ran past the record's seconds
+            assert run["total_seconds"] <= record.seconds, (name, run["seed"])
+            assert run["steps"] == run["train"]["step"][-1] <= run["recipe"]["steps"]
