@@ -53,13 +53,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """What a record measures and how: its task, figure, target, seconds and training."""
+    """What a record measures and how: its task, figure, target, seconds, model and training."""
 
+    label: str  # its row in the appendix's table
     task: str
     figure: str  # the key of the held-out figure
     target: float
     higher_is_better: bool
     seconds: float
+    config: object  # the model's configuration
     train: Callable[[int, float], dict]  # (seed, seconds) -> one run's row
 
     def reached(self, value: float) -> bool:
@@ -140,26 +142,25 @@ def _finish(run: dict, seconds_before: float) -> dict:
 
 RECORDS = {
     "language_model": Record(
+        label="language model, Shakespeare: held-out nats per character",
         task="Shakespeare, chapter 9's held-out plays, nats per character",
         figure="nats_per_char",
         target=1.45,
         higher_is_better=False,
         seconds=300.0,
+        config=LM_CONFIG,
         train=train_language_model,
     ),
     "vit": Record(
+        label="ViT, MNIST: test accuracy",
         task="MNIST, the 10,000 test digits, accuracy",
         figure="accuracy",
         target=0.99,
         higher_is_better=True,
         seconds=60.0,
+        config=VIT_CONFIG,
         train=train_vit,
     ),
-}
-CONFIGS = {"language_model": LM_CONFIG, "vit": VIT_CONFIG}
-LABELS = {
-    "language_model": "language model, Shakespeare: held-out nats per character",
-    "vit": "ViT, MNIST: test accuracy",
 }
 
 
@@ -178,7 +179,7 @@ def table(results: Path = RESULTS) -> str:
         runs, cpu = result["runs"], result["machine"]
         sign = "≥" if record.higher_is_better else "≤"
         lines.append(
-            f"| {LABELS[name]} | {sign} {_figure(record, record.target)} "
+            f"| {record.label} | {sign} {_figure(record, record.target)} "
             f"| {result['seconds']:.0f} "
             f"| {', '.join(str(run['seed']) for run in runs)} "
             f"| {', '.join(_figure(record, run['final']) for run in runs)} "
@@ -214,7 +215,7 @@ def main() -> None:
         "machine": machine(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "load_average_start": load_average(),
-        "config": json.loads(CONFIGS[args.record].to_json()),
+        "config": json.loads(record.config.to_json()),
         "runs": [],
     }
     print(json.dumps(result["machine"]), flush=True)
