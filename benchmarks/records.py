@@ -10,10 +10,12 @@ ViT on MNIST, each trained for a fixed number of wall-clock seconds on three see
 
 The clock counts everything after the data is read from disk, compilation included; held-out
 evaluations run with it stopped (8 over the run and one at the end). The cosine schedule is fitted
-to the time as the run goes (``fixed_time.py``). Writes ``benchmarks/results/record_NAME.json``:
-the target, the machine (processor, AVX-512 or not), the load average before and after each run,
-the model's configuration, and per seed the recipe of the last plan, the seconds, the final
-figure and the held-out curve. ``book/appendix_measurements.md`` tabulates the committed files.
+to the time as the run goes (``fixed_time.py``). Writes
+``benchmarks/results/record_NAME_avx512.json`` (or ``_avx2.json`` on a processor without AVX-512:
+a record is a figure and a processor): the target, the machine, the load average before and after
+each run, the model's configuration, and per seed the recipe of the last plan, the seconds, the
+final figure and the held-out curve.
+``book/appendix_measurements.md`` tabulates the committed files.
 
     python benchmarks/records.py language_model [--seeds 0 1 2]
     MNIST_DIR=... python benchmarks/records.py vit [--seeds 0 1 2]
@@ -49,6 +51,7 @@ from transformer_intro.tasks import (
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
+INSTRUCTION_SETS = {"avx512": "AVX-512", "avx2": "AVX2 only"}  # the table's order
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,9 +102,8 @@ def train_language_model(seed: int, seconds: float) -> dict:
     validation_ids = np.asarray(tokeniser.encode(validation_text), np.int32)
     task = NextSymbolPrediction(train_ids, window=LM_CONFIG.window, validation_ids=validation_ids)
     tokeniser_seconds = time.perf_counter() - tic
-    characters = np.array([len(tokeniser.token_text(i)) for i in range(len(tokeniser))])
-    targets = np.asarray(task.validation_windows)[:, 1:]
-    tokens_per_character = targets.size / characters[targets].sum()
+    characters = [len(tokeniser.token_text(i)) for i in range(len(tokeniser))]
+    tokens_per_character = task.symbols_per_character(characters)
 
     def evaluate(model) -> dict:
         nats_per_token = task.evaluate(model)["nats_per_symbol"]
@@ -168,6 +170,11 @@ def _figure(record: Record, value: float) -> str:
     return f"{100 * value:.2f}%" if record.figure == "accuracy" else f"{value:.3f}"
 
 
+def result_path(name: str, instruction_set: str, results: Path = RESULTS) -> Path:
+    """The result file of record ``name`` measured on a processor with ``instruction_set``."""
+    return results / f"record_{name}_{instruction_set}.json"
+
+
 def table(results: Path = RESULTS) -> str:
     """The appendix's records table (Markdown), from the committed result files."""
     lines = [
@@ -175,19 +182,26 @@ def table(results: Path = RESULTS) -> str:
         "| --- | ---: | ---: | --- | --- | --- | --- | --- |",
     ]
     for name, record in RECORDS.items():
-        result = json.loads((results / f"record_{name}.json").read_text())
-        runs, cpu = result["runs"], result["machine"]
-        sign = "≥" if record.higher_is_better else "≤"
-        lines.append(
-            f"| {record.label} | {sign} {_figure(record, record.target)} "
-            f"| {result['seconds']:.0f} "
-            f"| {', '.join(str(run['seed']) for run in runs)} "
-            f"| {', '.join(_figure(record, run['final']) for run in runs)} "
-            f"| {', '.join(format(run['steps'], ',') for run in runs)} "
-            f"| {cpu['cpu']}, {'AVX-512' if cpu['avx512'] else 'AVX2 only'}, {cpu['cores']} cores "
-            f"| {result['date'][:10]} |"
-        )
+        for instruction_set in INSTRUCTION_SETS:
+            path = result_path(name, instruction_set, results)
+            if path.exists():
+                lines.append(_row(record, json.loads(path.read_text())))
     return "\n".join(lines)
+
+
+def _row(record: Record, result: dict) -> str:
+    runs, cpu = result["runs"], result["machine"]
+    sign = "≥" if record.higher_is_better else "≤"
+    instruction_set = INSTRUCTION_SETS["avx512" if cpu["avx512"] else "avx2"]
+    return (
+        f"| {record.label} | {sign} {_figure(record, record.target)} "
+        f"| {result['seconds']:.0f} "
+        f"| {', '.join(str(run['seed']) for run in runs)} "
+        f"| {', '.join(_figure(record, run['final']) for run in runs)} "
+        f"| {', '.join(format(run['steps'], ',') for run in runs)} "
+        f"| {cpu['cpu']}, {instruction_set}, {cpu['cores']} cores "
+        f"| {result['date'][:10]} |"
+    )
 
 
 def main() -> None:
@@ -196,14 +210,15 @@ def main() -> None:
     )
     parser.add_argument("record", choices=[*RECORDS, "table"], help="table: print the table")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", type=Path, help="default: benchmarks/results/record_NAME.json")
+    parser.add_argument(
+        "--out", type=Path, help="default: benchmarks/results/record_NAME_avx512.json (or _avx2)"
+    )
     parser.add_argument("--seconds", type=float, help="another time, for a quick trial")
     args = parser.parse_args()
     if args.record == "table":
         print(table())
         return
     record = RECORDS[args.record]
-    out = args.out or RESULTS / f"record_{args.record}.json"
     result = {
         "record": args.record,
         "task": record.task,
@@ -219,6 +234,7 @@ def main() -> None:
         "runs": [],
     }
     print(json.dumps(result["machine"]), flush=True)
+    out = args.out or result_path(args.record, "avx512" if result["machine"]["avx512"] else "avx2")
     for seed in args.seeds:
         row = record.train(seed, result["seconds"])
         final = float(row["held_out"][-1][record.figure])

@@ -11,6 +11,7 @@ from collections import Counter
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 import tiktoken
@@ -556,3 +557,28 @@ def test_encode_iterable_holds_little_of_a_large_file(gpt2, tmp_path):
     assert extra_mb < STREAM_MEMORY_BOUND_MB, f"{extra_mb:.1f} MiB for a {size_mb:.0f} MiB file"
     assert holding_mb > size_mb, "the measure must see the whole text held in memory"
     print(f"peak grew {extra_mb:.2f} MiB streaming, {holding_mb:.0f} MiB holding {size_mb:.1f} MiB")
+
+
+def test_symbols_per_character_counts_the_text_the_predicted_tokens_spell():
+    from transformer_intro.tasks import NextSymbolPrediction
+
+    text = load_play(play_names()[0])[:PLAY_CHARS]
+    train, held_out = text[: PLAY_CHARS // 2], text[PLAY_CHARS // 2 :]
+    bpe = BytePairEncoding.train(train, 256 + 100)
+    task = NextSymbolPrediction(
+        bpe.encode(train), window=16, validation_ids=bpe.encode(held_out), num_validation_windows=8
+    )
+    lengths = [len(bpe.token_text(i)) for i in range(len(bpe))]
+    targets = np.asarray(task.validation_windows)[:, 1:]
+    # Independent count: the decoded text of each window's predicted tokens (the play is ASCII).
+    spelled = sum(len(bpe.decode(row.tolist())) for row in targets)
+    assert task.symbols_per_character(lengths) == pytest.approx(targets.size / spelled)
+    assert task.symbols_per_character(lengths) < 0.8  # merged tokens spell several characters
+    # Control: counting every token as one character is the character model's figure, 1.
+    assert task.symbols_per_character(np.ones(len(bpe))) == 1.0
+    with pytest.raises(ValueError, match="one count per symbol id"):
+        task.symbols_per_character(lengths[:10])
+    with pytest.raises(ValueError, match="at least one character"):
+        task.symbols_per_character(np.zeros(len(bpe)))
+    with pytest.raises(ValueError, match="no validation text"):
+        NextSymbolPrediction(bpe.encode(train), window=16).symbols_per_character(lengths)

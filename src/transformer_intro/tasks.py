@@ -385,6 +385,34 @@ class NextSymbolPrediction(eqx.Module):
             raise ValueError("this task has no validation text to evaluate on")
         return {"nats_per_symbol": float(_windows_loss(self, model))}
 
+    def symbols_per_character(self, characters) -> float:
+        """The validation windows' predicted symbols per character of the text they spell.
+
+        :meth:`evaluate`'s nats per symbol times this is nats per character, a loss that
+        compares models reading different tokens (chapter 13).
+
+        Args:
+            characters: (V,), how many characters each symbol id spells: 1 for every symbol of a
+                character :class:`~transformer_intro.tokenisers.Vocabulary`, the length of its
+                text for a byte-pair token.
+
+        Raises:
+            ValueError: if the task has no validation text, or ``characters`` is not one count
+                per symbol id of the windows, each at least 1.
+        """
+        if self.validation_windows is None:
+            raise ValueError("this task has no validation text to count characters in")
+        targets = np.asarray(self.validation_windows)[:, 1:]  # the predicted symbols
+        characters = np.asarray(characters)
+        if characters.ndim != 1 or characters.shape[0] <= targets.max():
+            raise ValueError(
+                f"characters must hold one count per symbol id (at least {targets.max() + 1}), "
+                f"got shape {characters.shape}"
+            )
+        if (characters < 1).any():
+            raise ValueError("every symbol spells at least one character: got a count below 1")
+        return float(targets.size / characters[targets].sum())
+
 
 @optimised_jit
 def _windows_loss(task: NextSymbolPrediction, model) -> Array:
