@@ -170,6 +170,11 @@ def _figure(record: Record, value: float) -> str:
     return f"{100 * value:.2f}%" if record.figure == "accuracy" else f"{value:.3f}"
 
 
+def instruction_set(machine_row: dict) -> str:
+    """The key of ``INSTRUCTION_SETS`` for a result file's machine (``report.machine()``)."""
+    return "avx512" if machine_row["avx512"] else "avx2"
+
+
 def result_path(name: str, instruction_set: str, results: Path = RESULTS) -> Path:
     """The result file of record ``name`` measured on a processor with ``instruction_set``."""
     return results / f"record_{name}_{instruction_set}.json"
@@ -192,14 +197,13 @@ def table(results: Path = RESULTS) -> str:
 def _row(record: Record, result: dict) -> str:
     runs, cpu = result["runs"], result["machine"]
     sign = "≥" if record.higher_is_better else "≤"
-    instruction_set = INSTRUCTION_SETS["avx512" if cpu["avx512"] else "avx2"]
     return (
         f"| {record.label} | {sign} {_figure(record, record.target)} "
         f"| {result['seconds']:.0f} "
         f"| {', '.join(str(run['seed']) for run in runs)} "
         f"| {', '.join(_figure(record, run['final']) for run in runs)} "
         f"| {', '.join(format(run['steps'], ',') for run in runs)} "
-        f"| {cpu['cpu']}, {instruction_set}, {cpu['cores']} cores "
+        f"| {cpu['cpu']}, {INSTRUCTION_SETS[instruction_set(cpu)]}, {cpu['cores']} cores "
         f"| {result['date'][:10]} |"
     )
 
@@ -234,7 +238,7 @@ def main() -> None:
         "runs": [],
     }
     print(json.dumps(result["machine"]), flush=True)
-    out = args.out or result_path(args.record, "avx512" if result["machine"]["avx512"] else "avx2")
+    out = args.out or result_path(args.record, instruction_set(result["machine"]))
     for seed in args.seeds:
         row = record.train(seed, result["seconds"])
         final = float(row["held_out"][-1][record.figure])

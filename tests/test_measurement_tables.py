@@ -121,7 +121,7 @@ def test_each_record_run_is_what_its_file_says():
         for path in filter(Path.exists, files):
             committed = json.loads(path.read_text())
             # the file's name says the processor the runs had
-            assert path.stem.endswith("avx512") == committed["machine"]["avx512"], path.name
+            assert path == records.result_path(name, records.instruction_set(committed["machine"]))
             check_record_runs(record, committed, path.name)
 
 
