@@ -14,8 +14,8 @@ to the time as the run goes (``fixed_time.py``). Writes
 ``benchmarks/results/record_NAME_avx512.json`` (or ``_avx2.json`` on a processor without AVX-512:
 a record is a figure and a processor): the target, the machine, the load average before and after
 each run, the model's configuration, and per seed the recipe of the last plan, the seconds, the
-final figure and the held-out curve.
-``book/appendix_measurements.md`` tabulates the committed files.
+final figure and the held-out curve. ``book/appendix_measurements.md`` tabulates the committed
+files.
 
     python benchmarks/records.py language_model [--seeds 0 1 2]
     MNIST_DIR=... python benchmarks/records.py vit [--seeds 0 1 2]
@@ -187,8 +187,8 @@ def table(results: Path = RESULTS) -> str:
         "| --- | ---: | ---: | --- | --- | --- | --- | --- |",
     ]
     for name, record in RECORDS.items():
-        for instruction_set in INSTRUCTION_SETS:
-            path = result_path(name, instruction_set, results)
+        for isa in INSTRUCTION_SETS:
+            path = result_path(name, isa, results)
             if path.exists():
                 lines.append(_row(record, json.loads(path.read_text())))
     return "\n".join(lines)
