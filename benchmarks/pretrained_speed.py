@@ -3,6 +3,10 @@
 The book's code is :class:`transformer_intro.models.LanguageModel` with SmolLM2's configuration
 (``transformer_intro.pretrained.load_smollm2``), generating through the attention module's
 key-value cache. Same GGUF weights (float32 both), same templated prompt, greedy decoding.
+``jax-blocks`` is the book's code with the weights kept in the file's blocks (Q4_1, the token
+table Q8_0: ``transformer_intro.pretrained.gguf.quantised_model_from_gguf``), multiplied by the
+package's C++ kernel (``transformer_intro.quantisation``); its tokens are compared with the
+float32 model's, whose weights are the same numbers.
 Prefill (the prompt in one pass) and decoding (one token per step, on the key-value cache) are
 timed apart, after a call that compiles (JAX) or warms up (torch). Each implementation runs at
 each thread setting in ``--threads``; the best is reported. Each setting runs in a fresh
@@ -89,7 +93,7 @@ def _mib(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} MiB"
 
 
-def run_jax(num_tokens: int, repeats: int) -> dict:
+def run_jax(num_tokens: int, repeats: int, blocks: bool = False) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -97,7 +101,7 @@ def run_jax(num_tokens: int, repeats: int) -> dict:
     from transformer_intro.models.generation import compiled_decode, padded_prompt, prefill
     from transformer_intro.pretrained import load_smollm2
 
-    model, tokenizer = load_smollm2()
+    model, tokenizer = load_smollm2(quantised=blocks)
     loaded_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
     prompt, window = padded_prompt(model, np.asarray(ids, np.int32), num_tokens)  # as generate_ids
@@ -256,7 +260,9 @@ def main():
     parser.add_argument(
         "--profile-prefill", action="store_true", help="profile the book's prefill instead"
     )
-    parser.add_argument("--worker", choices=["jax", "torch", "llama"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", choices=["jax", "jax-blocks", "torch", "llama"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--worker-threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
     parser.add_argument("--prompt-ids", help=argparse.SUPPRESS)
@@ -266,8 +272,8 @@ def main():
     if args.profile_prefill:
         profile_prefill(args.tokens, args.repeats)
         return
-    if args.worker == "jax":
-        print(json.dumps(run_jax(args.tokens, args.repeats)))
+    if args.worker in ("jax", "jax-blocks"):
+        print(json.dumps(run_jax(args.tokens, args.repeats, blocks=args.worker == "jax-blocks")))
         return
     if args.worker == "torch":
         print(json.dumps(run_torch(args.tokens, args.repeats, args.worker_threads)))
@@ -281,7 +287,7 @@ def main():
     from transformer_intro.pretrained import find_smollm2
 
     model_path = str(find_smollm2())
-    names = ["jax", "torch"] + (["llama"] if args.llama_python else [])
+    names = ["jax", "jax-blocks", "torch"] + (["llama"] if args.llama_python else [])
     load_before = os.getloadavg()
     results = {}
     for threads in args.threads:
@@ -299,7 +305,7 @@ def main():
             results[(name, threads)] = json.loads(out.stdout.strip().splitlines()[-1])
             r = results[(name, threads)]
             print(
-                f"{name:5s} {threads} thread(s): prefill {r['prompt_tokens']} tokens in "
+                f"{name:10s} {threads} thread(s): prefill {r['prompt_tokens']} tokens in "
                 f"{r['prefill_s'] * 1e3:.0f} ms ({r['prefill_tokens_per_s']:.0f} tokens/s), "
                 f"decode {r['decode_tokens_per_s']:.1f} tokens/s, "
                 f"peak memory {r['peak_after_loading_mib']:.0f} MiB after loading, "

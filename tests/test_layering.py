@@ -28,6 +28,7 @@ BUILDING_BLOCKS = (
     "parameters",  # counting a module's parameters
     "precision",
     "xla_flags",  # quick compilation, and the loop emitters where XLA has them
+    "quantisation",  # weights in GGUF's blocks, and their products (a C++ kernel via jax.ffi)
     "normalisation",
     "positions",
     "mlp",

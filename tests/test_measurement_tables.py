@@ -56,6 +56,30 @@ def test_the_llama_cpp_table_is_the_committed_run():
     assert rows["peak memory, MiB"] == [f"{runs[k]['peak_mib']:,.0f}" for k in order]
 
 
+def test_the_blocks_table_is_the_committed_run():
+    measured = result("pretrained_speed_blocks.json")
+    runs = measured["runs"]
+    heading = "## SmolLM2 with its weights kept in blocks"
+    rows = {row[0]: row[1:] for row in table_after(heading)}
+    order = [
+        f"{name}, {threads} thread(s)"
+        for name in ("jax", "jax-blocks", "torch")
+        for threads in (1, 2)
+    ]
+    assert rows["prefill, tokens/s"] == [f"{runs[k]['prefill_tokens_per_s']:.0f}" for k in order]
+    assert rows["decoding, tokens/s"] == [f"{runs[k]['decode_tokens_per_s']:.1f}" for k in order]
+    assert rows["peak memory, MiB"] == [f"{runs[k]['peak_mib']:,.0f}" for k in order]
+    two = {name: runs[f"{name}, 2 thread(s)"] for name in ("jax", "jax-blocks")}
+    ratio = two["jax-blocks"]["decode_tokens_per_s"] / two["jax"]["decode_tokens_per_s"]
+    section = re.sub(r"\s+", " ", APPENDIX[APPENDIX.index(heading) :])
+    assert f"decode {ratio:.2f} times as fast as the float32 model" in section
+    blocks_peak, float_peak = (two[n]["peak_mib"] for n in ("jax-blocks", "jax"))
+    peaks = f"peak of {blocks_peak:,.0f} MiB against {float_peak:,.0f}"
+    assert peaks in section
+    agreed = measured["tokens_equal_to_book_before_first_difference"]["jax-blocks"]
+    assert f"({agreed} of 64)" in section
+
+
 def test_the_prose_ratios_follow_from_the_committed_runs():
     runs = result("pretrained_speed.json")["runs"]
     speedup = (

@@ -24,6 +24,7 @@ from transformer_intro.pretrained import (
     generate_text,
     load_smollm2,
 )
+from transformer_intro.pretrained.gguf import quantised_model_from_gguf
 from transformer_intro.pretrained.tokeniser import BYTE_LEVEL_PATTERN
 from transformer_intro.xla_flags import LOOP_EMITTERS_OPTION
 
@@ -175,6 +176,25 @@ def test_greedy_continuations_match_transformers(ours, reference):
         # transformers stops at the end token; up to there the two must agree token for token.
         assert new[: len(hf)] == hf, prompt
         assert len(hf) == 30 or hf[-1] == tokenizer.eos_id
+
+
+def test_the_quantised_model_is_the_files_weights_and_answers_the_same(ours):
+    model, tokenizer = ours
+    quantised = quantised_model_from_gguf(GGUF)
+    # its blocks are the file's: turned back into floats, the float loader's model, bit for bit
+    same = jax.tree.map(
+        lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), quantised.dequantised(), model
+    )
+    assert all(jax.tree.leaves(same))
+    held = sum(a.nbytes for a in jax.tree.leaves(quantised))
+    assert held < 0.2 * sum(a.nbytes for a in jax.tree.leaves(model))
+    prompt, _ = PROMPTS[2]
+    ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": prompt}]))
+    assert generate_ids(quantised, ids, 30).tolist() == generate_ids(model, ids, 30).tolist()
+    ids = jnp.asarray(tokenizer.encode(PROMPTS[0][0]))
+    got, _ = eqx.filter_jit(lambda m, s: m.extend(s, m.empty_cache(64), 0))(quantised, ids)
+    expected = model(ids)
+    assert np.abs(np.asarray(got) - np.asarray(expected)).max() < 2e-3 * np.abs(expected).max()
 
 
 def test_generate_text_answers_and_checks_its_arguments(ours):

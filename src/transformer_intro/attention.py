@@ -28,6 +28,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .normalisation import RMSNorm
 from .positions import rotate_pairs
+from .quantisation import QuantisedMatrix
 
 __all__ = [
     "MultiHeadAttention",
@@ -570,6 +571,8 @@ class MultiHeadAttention(eqx.Module):
         positions = start + jnp.arange(t)
 
         def project(weights):
+            if isinstance(weights, QuantisedMatrix):  # (H, K, D) in blocks: one pass for all T
+                return jax.vmap(weights)(x).transpose(1, 0, 2)
             # One product per head, x repeated over the heads: written as "hkd,td->htk", XLA
             # on the CPU copies every projection into another layout at each generated token
             # (63 MiB per token for SmolLM2), while the batched form reads the weights in place.
@@ -600,6 +603,11 @@ class MultiHeadAttention(eqx.Module):
             lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=grouped_mask)
         )(cached_keys, grouped_queries)  # (H_kv, W, r T)
         heads = jnp.einsum("hmt,hmv->htv", weights, cached_values).reshape(self.num_heads, t, -1)
+        if isinstance(self.output_projections, QuantisedMatrix):
+            # kept as one matrix W_O = [O_1 ... O_H], (D, H Dv), which sums over the heads
+            y = jax.vmap(self.output_projections)(heads.transpose(1, 0, 2).reshape(t, -1))
+            y = y if self.combine_heads == "sum" else y / self.num_heads
+            return self._add_output_bias(y), (cached_keys, cached_values)
         if self.output_projections is not None:
             heads = jnp.einsum("hdv,htv->htd", self.output_projections, heads)
         y = heads.sum(0) if self.combine_heads == "sum" else heads.mean(0)

@@ -25,6 +25,7 @@ from ..block import TransformerBlock
 from ..config import ModelConfig, register_model
 from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
+from ..quantisation import QuantisedMatrix, quantise
 from ..tokenisers import DiscreteTokeniser
 
 __all__ = ["ACTIVATIONS", "LMConfig", "LanguageModel", "SHAKESPEARE_CONFIG"]
@@ -273,7 +274,10 @@ class LanguageModel(eqx.Module):
         """
         x = self.final_norm(x)
         if self.unembedding is None:
-            return x @ self.tokeniser.table.T
+            table = self.tokeniser.table
+            if isinstance(table, QuantisedMatrix):  # the table in blocks: W x, token by token
+                return jnp.vectorize(table, signature="(d)->(v)")(x)
+            return x @ table.T
         return x @ self.unembedding.weight.T + self.unembedding.bias
 
     def __call__(
@@ -352,6 +356,92 @@ class LanguageModel(eqx.Module):
         )
         return jax.tree.unflatten(jax.tree.structure(skeleton), jax.tree.leaves(with_blocks))
 
+    # -- weights kept in blocks ---------------------------------------------------------------
+
+    def quantised(self, format: str = "Q8_0") -> LanguageModel:
+        """This model with its matrices kept in a GGUF block format, for generation.
+
+        Every attention projection, every MLP matrix and a tied token table become
+        :class:`~transformer_intro.quantisation.QuantisedMatrix` (blocks of 32 along each
+        matrix's input axis, :func:`~transformer_intro.quantisation.quantise`); the output
+        projections are kept as one matrix W_O = [O_1 ... O_H], (D, H Dv), as the files store
+        them. Norms, biases, positions and an untied read-out stay float32. The model generates
+        (:meth:`extend`, so :mod:`.generation`) with the blocks unpacked inside each product;
+        :meth:`dequantised` is the float model it computes.
+
+        Raises:
+            ValueError: if a matrix's input width is not a multiple of 32, or the attention has
+                no output projections.
+        """
+        if self.blocks_are_quantised():
+            raise ValueError("the model is quantised already")
+
+        def quantised_block(block: TransformerBlock) -> TransformerBlock:
+            a = block.attention
+            if a.output_projections is None:
+                raise ValueError("quantised attention needs output projections (value_dim)")
+            out = a.output_projections  # (..., H, D, Dv) -> W_O, (..., D, H Dv)
+            w_o = jnp.swapaxes(out, -3, -2).reshape(*out.shape[:-3], out.shape[-2], -1)
+            projections = (a.query_projections, a.key_projections, a.value_projections)
+            block = eqx.tree_at(
+                lambda b: (
+                    b.attention.query_projections,
+                    b.attention.key_projections,
+                    b.attention.value_projections,
+                    b.attention.output_projections,
+                ),
+                block,
+                (*(quantise(w, format) for w in projections), quantise(w_o, format)),
+            )
+            linears = _linears(block.mlp)
+            return eqx.tree_at(
+                lambda b: [layer.weight for layer in _linears(b.mlp)],
+                block,
+                [quantise(layer.weight, format) for layer in linears],
+            )
+
+        if self.config.scan_blocks:  # one block whose arrays are stacked: quantised as they are
+            blocks = quantised_block(self.blocks)
+        else:
+            blocks = tuple(quantised_block(b) for b in self.blocks)
+        model = eqx.tree_at(lambda m: m.blocks, self, blocks)
+        if self.unembedding is None:
+            table = quantise(self.tokeniser.table, format)
+            model = eqx.tree_at(lambda m: m.tokeniser.table, model, table)
+        return model
+
+    def blocks_are_quantised(self) -> bool:
+        """Whether any of the model's arrays is kept in blocks (:meth:`quantised`)."""
+        leaves = jax.tree.leaves(self, is_leaf=lambda x: isinstance(x, QuantisedMatrix))
+        return any(isinstance(x, QuantisedMatrix) for x in leaves)
+
+    def dequantised(self) -> LanguageModel:
+        """The float32 model that a :meth:`quantised` one computes.
+
+        Every block is turned back into weights, the output projections into their (H, D, Dv)
+        layout.
+        """
+
+        def float_block(block: TransformerBlock) -> TransformerBlock:
+            w_o = block.attention.output_projections
+            if not isinstance(w_o, QuantisedMatrix):
+                return block
+            h = block.attention.num_heads
+            matrix = w_o.dequantised()  # (..., D, H Dv) -> (..., H, D, Dv)
+            out = jnp.swapaxes(matrix.reshape(*matrix.shape[:-1], h, -1), -3, -2)
+            return eqx.tree_at(lambda b: b.attention.output_projections, block, out)
+
+        if self.config.scan_blocks:
+            blocks = float_block(self.blocks)
+        else:
+            blocks = tuple(float_block(b) for b in self.blocks)
+        model = eqx.tree_at(lambda m: m.blocks, self, blocks)
+        return jax.tree.map(
+            lambda x: x.dequantised() if isinstance(x, QuantisedMatrix) else x,
+            model,
+            is_leaf=lambda x: isinstance(x, QuantisedMatrix),
+        )
+
     # -- generation with a key-value cache -------------------------------------------------------
 
     def empty_cache(self, window: int | None = None, dtype=jnp.float32) -> tuple:
@@ -393,6 +483,15 @@ class LanguageModel(eqx.Module):
         """
         x, cache = self.extend_tokens(symbols, cache, start)
         return self.readout(x), cache
+
+
+def _is_linear(x) -> bool:
+    return isinstance(x, eqx.nn.Linear)
+
+
+def _linears(mlp) -> list[eqx.nn.Linear]:
+    """The linear layers of an MLP, in order."""
+    return [x for x in jax.tree.leaves(mlp, is_leaf=_is_linear) if _is_linear(x)]
 
 
 # The chapter's model (trained with `tasks.SHAKESPEARE_RECIPE`; benchmarks/lm_time_to_loss.py

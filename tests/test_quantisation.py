@@ -1,0 +1,159 @@
+"""Block quantisation (Q8_0, Q4_1): the bytes of llama.cpp's quantisers, the two products, and a
+language model whose matrices stay in blocks."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_intro.models import LanguageModel
+from transformer_intro.models.generation import generate_ids
+from transformer_intro.pretrained.llama import llama_config
+from transformer_intro.quantisation import (
+    FORMATS,
+    QuantisedMatrix,
+    from_gguf_blocks,
+    native_kernels_missing,
+    quantise,
+)
+
+gguf = pytest.importorskip("gguf")
+
+native = pytest.mark.skipif(
+    native_kernels_missing() is not None, reason=f"no native kernel: {native_kernels_missing()}"
+)
+
+
+def weights(shape, seed=0):
+    w = np.random.default_rng(seed).normal(0, 0.05, shape).astype(np.float32)
+    w.reshape(-1, 32)[0] = 0  # a block of zeros: d = 0
+    w.reshape(-1, 32)[1] = 0.25  # a constant block: max = min
+    return w
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_quantise_makes_the_bytes_of_llama_cpps_quantisers(format):
+    w = weights((3, 40, 96))
+    ours = quantise(w, format)
+    kind = gguf.GGMLQuantizationType[format]
+    raw = gguf.quants.quantize(w.reshape(-1, 96), kind).reshape(-1)
+    theirs = from_gguf_blocks(raw, format, w.shape)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        assert a.dtype == b.dtype and np.array_equal(np.asarray(a), np.asarray(b))
+    expected = gguf.quants.dequantize(raw, kind).reshape(w.shape)
+    assert np.array_equal(np.asarray(ours.dequantised()), expected)
+    assert ours.shape == w.shape and ours.nbytes == raw.size
+    # rows of a table dequantise alone, to the same numbers
+    assert np.array_equal(np.asarray(ours[jnp.array([2, 0])]), expected[[2, 0]])
+    # at most half a step, plus what rounding d (and m) to float16 adds: 2^-11 of 127 or 15 steps
+    step = np.asarray(ours.scales, np.float32).repeat(32, axis=-1)
+    error = np.abs(expected - w)
+    assert np.all(error <= 0.57 * step + 1e-7)
+    assert np.all(error[step == 0] == 0)
+
+
+def test_q4_1_codes_are_packed_low_halves_first():
+    w = np.tile(np.arange(32, dtype=np.float32) / 31, (1, 1))  # codes 0..15 twice, in order
+    codes = np.asarray(quantise(w, "Q4_1").codes)[0]
+    q = np.rint(np.arange(32) / 31 * 15).astype(np.uint8)
+    assert np.array_equal(codes, q[:16] | (q[16:] << 4))
+    assert not np.array_equal(codes, q[0::2] | (q[1::2] << 4))  # control: pairs in byte order
+
+
+def xla_product(matrix, x):
+    return np.einsum("...i,ni->n...", np.asarray(matrix.dequantised(), np.float64), x)
+
+
+@native
+@pytest.mark.parametrize("format", FORMATS)
+@pytest.mark.parametrize("vectors", [1, 3, 13])
+def test_native_product_equals_the_dequantised_matrix_times_x(format, vectors):
+    w = weights((2, 200, 576), seed=vectors)
+    matrix = quantise(w, format)
+    x = np.random.default_rng(1).normal(size=(vectors, 576)).astype(np.float32)
+    got = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(matrix, jnp.asarray(x))
+    expected = xla_product(matrix, x)
+    assert got.shape == (vectors, 2, 200)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-5 * scale)
+    single = eqx.filter_jit(lambda m, x: m @ x)(matrix, jnp.asarray(x[0]))
+    np.testing.assert_allclose(np.asarray(single), expected[0], rtol=0, atol=1e-5 * scale)
+
+
+@native
+def test_native_product_rejects_swapped_scales_and_minima():
+    matrix = quantise(weights((64, 256)), "Q4_1")
+    swapped = QuantisedMatrix(matrix.codes, matrix.minima, matrix.scales, format="Q4_1")
+    x = np.random.default_rng(2).normal(size=(1, 256)).astype(np.float32)
+    got = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(swapped, jnp.asarray(x))
+    expected = xla_product(matrix, x)
+    assert np.abs(np.asarray(got) - expected).max() > 1e-2 * np.abs(expected).max()
+
+
+def test_xla_product_is_used_when_asked(monkeypatch):
+    matrix = quantise(weights((64, 64)), "Q8_0")
+    x = jnp.asarray(np.random.default_rng(3).normal(size=64).astype(np.float32))
+    monkeypatch.setattr(
+        "transformer_intro.quantisation.native_kernels_missing", lambda: "asked for XLA"
+    )
+    jaxpr = jax.make_jaxpr(lambda m, x: m(x))(matrix, x)
+    assert "ffi_call" not in str(jaxpr)
+    expected = xla_product(matrix, np.asarray(x)[None])[0]
+    np.testing.assert_allclose(np.asarray(matrix(x)), expected, atol=1e-6)
+
+
+def test_bad_blocks_are_named():
+    w = weights((4, 64))
+    with pytest.raises(ValueError, match="unknown block format 'Q4_0'"):
+        quantise(w, "Q4_0")
+    with pytest.raises(ValueError, match="multiple of 32"):
+        quantise(np.ones((4, 48), np.float32), "Q8_0")
+    q = quantise(w, "Q4_1")
+    with pytest.raises(ValueError, match="Q8_0 codes are int8"):
+        QuantisedMatrix(q.codes, q.scales, format="Q8_0")
+    with pytest.raises(ValueError, match="need scales of shape"):
+        QuantisedMatrix(q.codes, q.scales[:, :1], q.minima, format="Q4_1")
+    with pytest.raises(ValueError, match="need minima"):
+        QuantisedMatrix(q.codes, q.scales, format="Q4_1")
+    with pytest.raises(ValueError, match="not Q8_0 blocks"):
+        from_gguf_blocks(np.zeros(33, np.uint8), "Q8_0", (1, 32))
+    with pytest.raises(ValueError, match=r"expected a vector of shape \(64,\)"):
+        q(jnp.ones(32))
+
+
+TINY = llama_config(
+    vocab_size=96,
+    dim=64,
+    num_blocks=2,
+    num_heads=2,
+    num_kv_heads=1,
+    mlp_hidden_dim=128,
+    context_length=48,
+    rotary_base=10_000.0,
+    norm_eps=1e-5,
+    tied_embeddings=True,
+)
+
+
+@pytest.mark.parametrize("format", FORMATS)
+@pytest.mark.parametrize("scan_blocks", [False, True])
+def test_a_quantised_model_generates_as_its_dequantised_model(format, scan_blocks):
+    model = LanguageModel(TINY.replace(scan_blocks=scan_blocks), key=jax.random.PRNGKey(0))
+    # weights large enough that the model's greedy choices are not near-ties
+    model = jax.tree.map(lambda a: a * 8 if eqx.is_inexact_array(a) and a.ndim > 1 else a, model)
+    quantised = model.quantised(format)
+    assert quantised.blocks_are_quantised() and not model.blocks_are_quantised()
+    floats = quantised.dequantised()
+    assert jax.tree.structure(floats) == jax.tree.structure(model)
+    ids = jnp.arange(12) % TINY.vocab_size
+    logits, _ = eqx.filter_jit(lambda m, s: m.extend(s, m.empty_cache(), 0))(quantised, ids)
+    expected = np.asarray(floats(ids))
+    np.testing.assert_allclose(np.asarray(logits), expected, atol=1e-4 * np.abs(expected).max())
+    assert np.abs(expected - np.asarray(model(ids))).max() > 1e-4  # the rounding shows
+    prompt = np.array([1, 5, 9, 2])
+    assert np.array_equal(generate_ids(quantised, prompt, 20), generate_ids(floats, prompt, 20))
+    with pytest.raises(ValueError, match="quantised already"):
+        quantised.quantised(format)
