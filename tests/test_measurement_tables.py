@@ -69,6 +69,8 @@ def test_the_blocks_table_is_the_committed_run():
     assert rows["prefill, tokens/s"] == [f"{runs[k]['prefill_tokens_per_s']:.0f}" for k in order]
     assert rows["decoding, tokens/s"] == [f"{runs[k]['decode_tokens_per_s']:.1f}" for k in order]
     assert rows["peak memory, MiB"] == [f"{runs[k]['peak_mib']:,.0f}" for k in order]
+    after_loading = [f"{runs[k]['peak_after_loading_mib']:,.0f}" for k in order]
+    assert rows["peak memory after loading, MiB"] == after_loading
     two = {name: runs[f"{name}, 2 thread(s)"] for name in ("jax", "jax-blocks")}
     ratio = two["jax-blocks"]["decode_tokens_per_s"] / two["jax"]["decode_tokens_per_s"]
     section = re.sub(r"\s+", " ", APPENDIX[APPENDIX.index(heading) :])
@@ -78,6 +80,7 @@ def test_the_blocks_table_is_the_committed_run():
     assert peaks in section
     agreed = measured["tokens_equal_to_book_before_first_difference"]["jax-blocks"]
     assert f"({agreed} of 64)" in section
+    assert f"peaks at {two['jax-blocks']['peak_after_loading_mib']:.0f} MiB" in section
 
 
 def test_the_prose_ratios_follow_from_the_committed_runs():

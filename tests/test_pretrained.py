@@ -261,6 +261,21 @@ def test_gguf_tensors_are_read_on_lookup():
     assert first is not again and np.array_equal(first, again)  # computed, not kept
 
 
+def test_the_books_gguf_reader_reads_the_file_as_gguf_does():
+    import gguf
+
+    from transformer_intro.pretrained.gguf import GGUFFile
+
+    ours, theirs = GGUFFile(GGUF), gguf.GGUFReader(str(GGUF))
+    fields = {n: f.contents() for n, f in theirs.fields.items() if not n.startswith("GGUF.")}
+    assert ours.metadata == fields and len(fields["tokenizer.ggml.tokens"]) == 49_152
+    for mine, reference in zip(ours.tensors, theirs.tensors, strict=True):
+        assert (mine.name, mine.tensor_type) == (reference.name, reference.tensor_type)
+        assert mine.data_offset == reference.data_offset and mine.n_bytes == reference.n_bytes
+        assert tuple(mine.shape) == tuple(int(n) for n in reference.shape)
+    assert np.array_equal(ours.tensors[-1].data, theirs.tensors[-1].data.view(np.uint8).ravel())
+
+
 def test_the_loaded_model_keeps_no_view_of_the_file():
     """Once loaded, the model holds copies: the file is unmapped (its 94 MB leave memory)."""
     import subprocess

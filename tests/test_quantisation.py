@@ -157,3 +157,54 @@ def test_a_quantised_model_generates_as_its_dequantised_model(format, scan_block
     assert np.array_equal(generate_ids(quantised, prompt, 20), generate_ids(floats, prompt, 20))
     with pytest.raises(ValueError, match="quantised already"):
         quantised.quantised(format)
+
+
+def test_the_gguf_reader_reads_what_gguf_writes(tmp_path):
+    from transformer_intro.pretrained.gguf import GGUFFile, dequantise
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    values = gguf.GGUFValueType
+    writer.add_uint32("a.u32", 7)
+    writer.add_int32("a.i32", -3)
+    writer.add_uint64("a.u64", 2**40)
+    writer.add_float32("a.f32", 0.1)
+    writer.add_float64("a.f64", 0.1)
+    writer.add_bool("a.bool", True)
+    writer.add_string("a.text", "ça va? 🙂")
+    writer.add_array("a.words", ["x", "", "zwölf"])
+    writer.add_key_value("a.ints", [1, -2, 3], values.ARRAY, sub_type=values.INT32)
+    w = weights((8, 64))
+    writer.add_tensor("floats", w)
+    for format in FORMATS:
+        kind = gguf.GGMLQuantizationType[format]
+        raw = gguf.quants.quantize(w, kind)
+        writer.add_tensor(format, raw, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    ours, theirs = GGUFFile(path), gguf.GGUFReader(path)
+    fields = {n: f.contents() for n, f in theirs.fields.items() if not n.startswith("GGUF.")}
+    assert ours.metadata == fields
+    assert ours.metadata["a.f32"] == np.float32(0.1) and ours.metadata["a.f64"] == 0.1
+    assert ours.metadata["a.words"] == ["x", "", "zwölf"]
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for mine, reference in zip(ours.tensors, theirs.tensors, strict=True):
+        assert tuple(mine.shape) == tuple(int(n) for n in reference.shape)
+        assert mine.tensor_type == reference.tensor_type
+        assert mine.data_offset == reference.data_offset and mine.n_bytes == reference.n_bytes
+        assert np.array_equal(dequantise(mine), dequantise(reference))
+    assert np.array_equal(dequantise(ours.tensors[0]), w)
+
+
+def test_the_gguf_reader_names_a_file_it_cannot_read(tmp_path):
+    from transformer_intro.pretrained.gguf import GGUFFile
+
+    (tmp_path / "not.gguf").write_bytes(b"PK\x03\x04" + bytes(60))
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        GGUFFile(tmp_path / "not.gguf")
+    (tmp_path / "old.gguf").write_bytes(b"GGUF" + (1).to_bytes(4, "little") + bytes(60))
+    with pytest.raises(ValueError, match="GGUF version 1"):
+        GGUFFile(tmp_path / "old.gguf")

