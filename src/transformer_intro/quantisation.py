@@ -97,12 +97,12 @@ class QuantisedMatrix(eqx.Module):
         want = jnp.int8 if format == "Q8_0" else jnp.uint8
         if codes.dtype != want:
             raise ValueError(f"{format} codes are {jnp.dtype(want).name}, got {codes.dtype}")
-        per_byte = 1 if format == "Q8_0" else 2
-        blocks = codes.shape[-1] * per_byte / BLOCK if codes.ndim else 0
-        if codes.ndim == 0 or blocks != int(blocks) or scales.shape != (*codes.shape[:-1], blocks):
+        weights_per_row = codes.shape[-1] * (1 if format == "Q8_0" else 2) if codes.ndim else 0
+        want = (*codes.shape[:-1], weights_per_row // BLOCK)
+        if weights_per_row == 0 or weights_per_row % BLOCK or scales.shape != want:
             raise ValueError(
-                f"{format} codes of shape {codes.shape} need scales of shape "
-                f"{(*codes.shape[:-1], blocks)} (one per {BLOCK} weights), got {scales.shape}"
+                f"{format} codes of shape {codes.shape} need rows of whole blocks and scales of "
+                f"shape {want} (one per {BLOCK} weights), got {scales.shape}"
             )
         if (minima is None) != (format == "Q8_0"):
             raise ValueError("Q4_1 blocks need minima; Q8_0 blocks have none")

@@ -338,19 +338,28 @@ def quantised_model_from_gguf(path, format: str = "Q8_0") -> LanguageModel:
         return blocks
 
     skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
-    vocabulary = (config.vocab_size,)
-    matrices = {"table": matrix("token_embd.weight", vocabulary)}
-    for m in range(config.num_blocks):
-        p = f"blk.{m}."
-        matrices[m] = (
-            matrix(p + "attn_q.weight", (h, k), h),
-            matrix(p + "attn_k.weight", (g, k), g),
-            matrix(p + "attn_v.weight", (g, k)),
-            matrix(p + "attn_output.weight", (d,)),  # W_O, (D, H Dv), as the file stores it
-            matrix(p + "ffn_gate.weight", (config.mlp_hidden_dim,)),
-            matrix(p + "ffn_up.weight", (config.mlp_hidden_dim,)),
-            matrix(p + "ffn_down.weight", (d,)),
-        )
+    # (the file's tensor, its leading axes, rotary heads, the shape of its place in the model),
+    # in the order of `places`
+    specs = [("token_embd.weight", (config.vocab_size,), None, skeleton.tokeniser.table.shape)]
+    for m, block in enumerate(skeleton.blocks):
+        p, a, mlp, hidden = f"blk.{m}.", block.attention, block.mlp, config.mlp_hidden_dim
+        specs += [
+            (p + "attn_q.weight", (h, k), h, a.query_projections.shape),
+            (p + "attn_k.weight", (g, k), g, a.key_projections.shape),
+            (p + "attn_v.weight", (g, k), None, a.value_projections.shape),
+            # W_O, (D, H Dv), as the file stores it; the model's place holds O_1 ... O_H
+            (p + "attn_output.weight", (d,), None, (d, h * k)),
+            (p + "ffn_gate.weight", (hidden,), None, mlp.gate.weight.shape),
+            (p + "ffn_up.weight", (hidden,), None, mlp.up.weight.shape),
+            (p + "ffn_down.weight", (d,), None, mlp.down.weight.shape),
+        ]
+    values, wrong = [], []
+    for name, leading, heads, want in specs:
+        values.append(matrix(name, leading, heads))
+        if values[-1].shape != want:
+            wrong.append(f"{name} {values[-1].shape}, the model's {want}")
+    if wrong:
+        raise ValueError(f"the file's matrices do not fit the model: {'; '.join(wrong)}")
 
     def places(model):
         parts = [model.tokeniser.table]
@@ -360,17 +369,6 @@ def quantised_model_from_gguf(path, format: str = "Q8_0") -> LanguageModel:
             parts += [a.output_projections, mlp.gate.weight, mlp.up.weight, mlp.down.weight]
         return parts
 
-    values = [matrices["table"]]
-    for m in range(config.num_blocks):
-        values += list(matrices[m])
-    wrong = []
-    for i, (place, value) in enumerate(zip(places(skeleton), values, strict=True)):
-        # W_O's place holds O_1 ... O_H, (H, D, Dv); the file's matrix is (D, H Dv)
-        want = (d, h * k) if i % 7 == 4 else place.shape
-        if value.shape != want:
-            wrong.append(f"matrix {i}: {value.shape}, model {want}")
-    if wrong:
-        raise ValueError(f"the file's matrices do not fit the model: {'; '.join(wrong)}")
     model = eqx.tree_at(places, skeleton, values)
     norms = {"final_norm.weight": dequantise(tensors.pop("output_norm.weight"))}
     for m in range(config.num_blocks):
