@@ -208,3 +208,64 @@ def test_the_gguf_reader_names_a_file_it_cannot_read(tmp_path):
     (tmp_path / "old.gguf").write_bytes(b"GGUF" + (1).to_bytes(4, "little") + bytes(60))
     with pytest.raises(ValueError, match="GGUF version 1"):
         GGUFFile(tmp_path / "old.gguf")
+
+
+def write_tiny_llama(path, up_rows=128, down_inputs=128):
+    """A one-block Llama-architecture GGUF file, its matrices in Q4_1 and its table in Q8_0."""
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(64)])
+    for key, value in [("embedding_length", 64), ("block_count", 1), ("context_length", 32),
+                       ("attention.head_count", 2), ("attention.head_count_kv", 1),
+                       ("feed_forward_length", 128)]:  # fmt: skip
+        writer.add_uint32(f"llama.{key}", value)
+    writer.add_float32("llama.rope.freq_base", 10_000.0)
+    writer.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    rng = np.random.default_rng(4)
+
+    def add(name, shape, kind="Q4_1"):
+        w = rng.normal(0, 0.1, shape).astype(np.float32)
+        if kind == "F32":
+            writer.add_tensor(name, w)
+        else:
+            quant = gguf.GGMLQuantizationType[kind]
+            writer.add_tensor(name, gguf.quants.quantize(w, quant), raw_dtype=quant)
+
+    add("token_embd.weight", (64, 64), "Q8_0")
+    add("output_norm.weight", (64,), "F32")
+    for part, shape in [("attn_norm", (64,)), ("ffn_norm", (64,))]:
+        add(f"blk.0.{part}.weight", shape, "F32")
+    for part, shape in [("attn_q", (64, 64)), ("attn_k", (32, 64)), ("attn_v", (32, 64)),
+                        ("attn_output", (64, 64)), ("ffn_gate", (128, 64)),
+                        ("ffn_up", (up_rows, 64)), ("ffn_down", (64, down_inputs))]:  # fmt: skip
+        add(f"blk.0.{part}.weight", shape)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_a_gguf_file_loads_in_blocks_as_the_float_loader_reads_it(tmp_path):
+    from transformer_intro.pretrained.gguf import (
+        config_from_gguf,
+        hf_tensors_from_gguf,
+        quantised_model_from_gguf,
+        read_gguf,
+    )
+    from transformer_intro.pretrained.llama import model_from_hf_tensors
+
+    write_tiny_llama(tmp_path / "tiny.gguf")
+    tensors, metadata = read_gguf(tmp_path / "tiny.gguf")
+    config = config_from_gguf(metadata)
+    floats = model_from_hf_tensors(hf_tensors_from_gguf(tensors, config), config)
+    blocks = quantised_model_from_gguf(tmp_path / "tiny.gguf")
+    same = jax.tree.map(
+        lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), blocks.dequantised(), floats
+    )
+    assert all(jax.tree.leaves(same))
+    # a matrix of another shape than the model's is named, with both shapes
+    write_tiny_llama(tmp_path / "wrong.gguf", up_rows=96)
+    with pytest.raises(ValueError, match=r"blk\.0\.ffn_up\.weight is \(96, 64\) in the file"):
+        quantised_model_from_gguf(tmp_path / "wrong.gguf")
+    write_tiny_llama(tmp_path / "narrow.gguf", down_inputs=96)
+    with pytest.raises(ValueError, match=r"ffn_down\.weight \(64, 96\), the model's \(64, 128\)"):
+        quantised_model_from_gguf(tmp_path / "narrow.gguf")

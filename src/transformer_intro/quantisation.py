@@ -101,8 +101,8 @@ class QuantisedMatrix(eqx.Module):
         want = (*codes.shape[:-1], weights_per_row // BLOCK)
         if weights_per_row == 0 or weights_per_row % BLOCK or scales.shape != want:
             raise ValueError(
-                f"{format} codes of shape {codes.shape} need rows of whole blocks and scales of "
-                f"shape {want} (one per {BLOCK} weights), got {scales.shape}"
+                f"{format} codes of shape {codes.shape} need scales of shape {want} (one per "
+                f"{BLOCK} weights, in rows of whole blocks), got {scales.shape}"
             )
         if (minima is None) != (format == "Q8_0"):
             raise ValueError("Q4_1 blocks need minima; Q8_0 blocks have none")

@@ -295,6 +295,11 @@ def _file_matrix(tensor, leading: tuple[int, ...], rotary_heads: int | None, for
     move with it).
     """
     rows, width = (int(n) for n in reversed(tensor.shape))
+    if rows != int(np.prod(leading)):
+        raise ValueError(
+            f"the file's matrices do not fit the model: {tensor.name} is {(rows, width)} in the "
+            f"file, the model's has {int(np.prod(leading))} rows"
+        )
     kind = tensor.tensor_type.name
     if kind in FORMATS:
         data = np.asarray(tensor.data, np.uint8).reshape(rows, -1)
