@@ -7,8 +7,8 @@ seconds per call of the recent calls that did not compile give the steps that st
 is a new program to compile, and compiling takes seconds (on a 2-core CPU, 5 to 20): a new plan
 pays for its compilation out of the time left, and T moves only when the change is worth more
 steps than the compilation costs, and more than 5%. The run stops when the schedule is done or
-the next call would overrun the time. The learning rate then follows the cosine of the fraction
-of the time spent, whatever the load.
+the next call could overrun the time, were it as slow as the slowest of the last eight. The
+learning rate then follows the cosine of the fraction of the time spent, whatever the load.
 
 Used by ``lm_ablation.py`` and ``records.py``, beside this file.
 """
@@ -121,8 +121,8 @@ def train_for_seconds(
             held_out.append({"step": step, "seconds": spent, **evaluate(model)})
             next_evaluation += seconds / evaluations
         recent = float(np.median(call_seconds[-8:])) if call_seconds else elapsed
-        if seconds - spent < recent:
-            break  # the next call would overrun the time
+        if seconds - spent < max(call_seconds[-8:], default=elapsed):
+            break  # the next call could overrun the time: as slow as the slowest recent one
         if len(call_seconds) < 3:
             continue
         compile_seconds = max(compiling_call_seconds - recent, 0.0)

@@ -6,7 +6,9 @@ key-value cache. Same GGUF weights (float32 both), same templated prompt, greedy
 ``jax-blocks`` is the book's code with the weights kept in the file's blocks (Q4_1, the token
 table Q8_0: ``transformer_intro.pretrained.gguf.quantised_model_from_gguf``), multiplied by the
 package's C++ kernel (``transformer_intro.quantisation``); its tokens are compared with the
-float32 model's, whose weights are the same numbers.
+float32 model's, whose weights are the same numbers. ``jax-blocks-q8`` is the same model with
+each vector rounded to Q8_0 blocks before a product (``vector_format="Q8_0"``, as llama.cpp
+does): integer products, no longer the float32 model's numbers.
 Prefill (the prompt in one pass) and decoding (one token per step, on the key-value cache) are
 timed apart, after a call that compiles (JAX) or warms up (torch). Each implementation runs at
 each thread setting in ``--threads``; the best is reported. Each setting runs in a fresh
@@ -43,6 +45,8 @@ import sys
 import time
 
 PROMPT = "Explain in a few sentences why the sky is blue."
+# the book's code: (weights kept in blocks, the vectors' format)
+JAX_WORKERS = {"jax": (False, None), "jax-blocks": (True, None), "jax-blocks-q8": (True, "Q8_0")}
 
 
 def resident_mib() -> dict:
@@ -93,7 +97,9 @@ def _mib(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} MiB"
 
 
-def run_jax(num_tokens: int, repeats: int, blocks: bool = False) -> dict:
+def run_jax(
+    num_tokens: int, repeats: int, blocks: bool = False, vector_format: str | None = None
+) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -101,7 +107,7 @@ def run_jax(num_tokens: int, repeats: int, blocks: bool = False) -> dict:
     from transformer_intro.models.generation import compiled_decode, padded_prompt, prefill
     from transformer_intro.pretrained import load_smollm2
 
-    model, tokenizer = load_smollm2(quantised=blocks)
+    model, tokenizer = load_smollm2(quantised=blocks, vector_format=vector_format)
     loaded_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
     prompt, window = padded_prompt(model, np.asarray(ids, np.int32), num_tokens)  # as generate_ids
@@ -261,7 +267,7 @@ def main():
         "--profile-prefill", action="store_true", help="profile the book's prefill instead"
     )
     parser.add_argument(
-        "--worker", choices=["jax", "jax-blocks", "torch", "llama"], help=argparse.SUPPRESS
+        "--worker", choices=[*JAX_WORKERS, "torch", "llama"], help=argparse.SUPPRESS
     )
     parser.add_argument("--worker-threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
@@ -272,8 +278,9 @@ def main():
     if args.profile_prefill:
         profile_prefill(args.tokens, args.repeats)
         return
-    if args.worker in ("jax", "jax-blocks"):
-        print(json.dumps(run_jax(args.tokens, args.repeats, blocks=args.worker == "jax-blocks")))
+    if args.worker in JAX_WORKERS:
+        blocks, vector_format = JAX_WORKERS[args.worker]
+        print(json.dumps(run_jax(args.tokens, args.repeats, blocks, vector_format)))
         return
     if args.worker == "torch":
         print(json.dumps(run_torch(args.tokens, args.repeats, args.worker_threads)))
@@ -287,7 +294,7 @@ def main():
     from transformer_intro.pretrained import find_smollm2
 
     model_path = str(find_smollm2())
-    names = ["jax", "jax-blocks", "torch"] + (["llama"] if args.llama_python else [])
+    names = [*JAX_WORKERS, "torch"] + (["llama"] if args.llama_python else [])
     load_before = os.getloadavg()
     results = {}
     for threads in args.threads:

@@ -56,31 +56,55 @@ def test_the_llama_cpp_table_is_the_committed_run():
     assert rows["peak memory, MiB"] == [f"{runs[k]['peak_mib']:,.0f}" for k in order]
 
 
+BLOCKS_ROWS = {  # the table's rows: the benchmark's names, in order
+    "jax": "book's code, float32",
+    "jax-blocks": "book's code, blocks",
+    "jax-blocks-q8": "blocks, Q8_0 vectors",
+    "torch": "transformers",
+    "llama": "llama.cpp",
+}
+
+
 def test_the_blocks_table_is_the_committed_run():
     measured = result("pretrained_speed_blocks.json")
     runs = measured["runs"]
     heading = "## SmolLM2 with its weights kept in blocks"
-    rows = {row[0]: row[1:] for row in table_after(heading)}
-    order = [
-        f"{name}, {threads} thread(s)"
-        for name in ("jax", "jax-blocks", "torch")
-        for threads in (1, 2)
-    ]
-    assert rows["prefill, tokens/s"] == [f"{runs[k]['prefill_tokens_per_s']:.0f}" for k in order]
-    assert rows["decoding, tokens/s"] == [f"{runs[k]['decode_tokens_per_s']:.1f}" for k in order]
-    assert rows["peak memory, MiB"] == [f"{runs[k]['peak_mib']:,.0f}" for k in order]
-    after_loading = [f"{runs[k]['peak_after_loading_mib']:,.0f}" for k in order]
-    assert rows["peak memory after loading, MiB"] == after_loading
-    two = {name: runs[f"{name}, 2 thread(s)"] for name in ("jax", "jax-blocks")}
-    ratio = two["jax-blocks"]["decode_tokens_per_s"] / two["jax"]["decode_tokens_per_s"]
+    expected = []
+    for name, label in BLOCKS_ROWS.items():
+        for threads in (1, 2):
+            r = runs[f"{name}, {threads} thread(s)"]
+            expected.append(
+                [
+                    label,
+                    str(threads),
+                    f"{r['prefill_tokens_per_s']:.0f}",
+                    f"{r['decode_tokens_per_s']:.1f}",
+                    f"{r['peak_after_loading_mib']:,.0f}",
+                    f"{r['peak_mib']:,.0f}",
+                ]
+            )
+    assert table_after(heading) == expected
+    two = {name: runs[f"{name}, 2 thread(s)"] for name in BLOCKS_ROWS}
     section = re.sub(r"\s+", " ", APPENDIX[APPENDIX.index(heading) :])
-    assert f"decode {ratio:.2f} times as fast as the float32 model" in section
+
+    def decode_ratio(a, b):
+        return two[a]["decode_tokens_per_s"] / two[b]["decode_tokens_per_s"]
+
+    assert f"decode {decode_ratio('jax-blocks', 'jax'):.2f} times as fast as the float32" in section
+    assert f"then {decode_ratio('jax-blocks-q8', 'jax'):.2f} times as fast as float32's" in section
+    assert f"{decode_ratio('jax-blocks-q8', 'llama'):.2f} times llama.cpp's speed" in section
+    prefill = [two[n]["prefill_tokens_per_s"] for n in ("jax-blocks-q8", "jax")]
+    assert "about as fast as in float32" in section and abs(prefill[0] / prefill[1] - 1) < 0.1
     blocks_peak, float_peak = (two[n]["peak_mib"] for n in ("jax-blocks", "jax"))
-    peaks = f"peak of {blocks_peak:,.0f} MiB against {float_peak:,.0f}"
-    assert peaks in section
-    agreed = measured["tokens_equal_to_book_before_first_difference"]["jax-blocks"]
-    assert f"({agreed} of 64)" in section
+    assert f"peak of {blocks_peak:,.0f} MiB against {float_peak:,.0f}" in section
+    agreed = measured["tokens_equal_to_book_before_first_difference"]
+    assert f"({agreed['jax-blocks']} of 64)" in section
+    assert f"agree for the first {agreed['jax-blocks-q8']} of 64" in section
+    assert f"rounds the vectors, for the first {agreed['llama']})" in section
     assert f"peaks at {two['jax-blocks']['peak_after_loading_mib']:.0f} MiB" in section
+    assert f"peaks at {two['llama']['peak_mib']:.0f} MiB" in section
+    fastest = max(two, key=lambda n: two[n]["prefill_tokens_per_s"])
+    assert fastest == "torch" and "transformers fills the prompt fastest" in section
 
 
 def test_the_prose_ratios_follow_from_the_committed_runs():

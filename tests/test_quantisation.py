@@ -11,6 +11,7 @@ import pytest
 
 from transformer_intro.models import LanguageModel
 from transformer_intro.models.generation import generate_ids
+from transformer_intro.pretrained import load_smollm2
 from transformer_intro.pretrained.llama import llama_config
 from transformer_intro.quantisation import (
     FORMATS,
@@ -18,6 +19,8 @@ from transformer_intro.quantisation import (
     from_gguf_blocks,
     native_kernels_missing,
     quantise,
+    quantised_vector,
+    with_vector_format,
 )
 
 gguf = pytest.importorskip("gguf")
@@ -93,6 +96,39 @@ def test_native_product_rejects_swapped_scales_and_minima():
     assert np.abs(np.asarray(got) - expected).max() > 1e-2 * np.abs(expected).max()
 
 
+def test_a_vector_in_q8_0_blocks_is_rounded_block_by_block():
+    x = np.random.default_rng(4).normal(size=96).astype(np.float32)
+    x[32:64] = 0  # a block of zeros stays zeros
+    got = np.asarray(quantised_vector(jnp.asarray(x)))
+    blocks = x.reshape(-1, 32)
+    e = np.abs(blocks).max(-1, keepdims=True) / np.float32(127)
+    codes = np.rint(blocks * np.where(e == 0, 0, 1 / np.where(e == 0, 1, e)))
+    assert np.abs(codes).max() == 127 and np.array_equal(got[32:64], np.zeros(32))
+    np.testing.assert_array_equal(got, (e * codes).reshape(-1))
+    assert np.all(np.abs(got - x) <= 0.5 * e.repeat(32) * (1 + 1e-6))  # half a step at most
+    assert not np.array_equal(got, x)  # control: the rounding shows
+
+
+@pytest.mark.parametrize("format", FORMATS)
+@pytest.mark.parametrize("vectors", [1, 3, 13])
+def test_a_product_with_q8_0_vectors_is_that_of_the_dequantised_vectors(format, vectors):
+    # 576 = 18 blocks: the kernel's groups of eight blocks and the two left over
+    matrix = with_vector_format(quantise(weights((2, 100, 576), seed=vectors), format), "Q8_0")
+    assert matrix.vector_format == "Q8_0"
+    x = np.random.default_rng(5).normal(size=(vectors, 576)).astype(np.float32)
+    got = np.asarray(eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(matrix, jnp.asarray(x)))
+    rounded = np.asarray(jax.vmap(quantised_vector)(jnp.asarray(x)), np.float64)
+    expected = xla_product(matrix, rounded)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * scale)
+    # control: the vectors as they are give other products, by more than the tolerance
+    assert np.abs(got - xla_product(matrix, x)).max() > 1e-3 * scale
+    plain = with_vector_format(matrix, None)
+    assert plain.vector_format is None and plain.codes is matrix.codes
+    with pytest.raises(ValueError, match="vector_format must be None or 'Q8_0'"):
+        with_vector_format(matrix, "Q4_1")
+
+
 def test_xla_product_is_used_when_asked(monkeypatch):
     matrix = quantise(weights((64, 64)), "Q8_0")
     x = jnp.asarray(np.random.default_rng(3).normal(size=64).astype(np.float32))
@@ -103,6 +139,12 @@ def test_xla_product_is_used_when_asked(monkeypatch):
     assert "ffi_call" not in str(jaxpr)
     expected = xla_product(matrix, np.asarray(x)[None])[0]
     np.testing.assert_allclose(np.asarray(matrix(x)), expected, atol=1e-6)
+    rounded = np.asarray(quantised_vector(x))[None]
+    np.testing.assert_allclose(
+        np.asarray(with_vector_format(matrix, "Q8_0")(x)),
+        xla_product(matrix, rounded)[0],
+        atol=1e-6,
+    )
 
 
 def test_bad_blocks_are_named():
@@ -122,6 +164,10 @@ def test_bad_blocks_are_named():
         from_gguf_blocks(np.zeros(33, np.uint8), "Q8_0", (1, 32))
     with pytest.raises(ValueError, match=r"expected a vector of shape \(64,\)"):
         q(jnp.ones(32))
+    with pytest.raises(ValueError, match="vector_format must be None or 'Q8_0'"):
+        QuantisedMatrix(q.codes, q.scales, q.minima, format="Q4_1", vector_format="Q4_1")
+    with pytest.raises(ValueError, match="pass quantised=True too"):
+        load_smollm2(vector_format="Q8_0")
 
 
 TINY = llama_config(

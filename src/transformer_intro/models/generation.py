@@ -97,13 +97,20 @@ def sample_token(
     so that greedy decoding and sampling share one compilation; ``top_k`` fixes a shape and is a
     Python int. Check the options with :func:`check_sampling`.
     """
-    scaled = logits / jnp.maximum(temperature, _TINY_TEMPERATURE)
-    if top_k is not None:
-        scaled = _keep_top_k(scaled, top_k)
-    if top_p is not None:
-        scaled = _keep_nucleus(scaled, top_p)
-    sampled = jax.random.categorical(key, scaled)
-    return jnp.where(temperature > 0, sampled, jnp.argmax(logits)).astype(jnp.int32)
+
+    def sampled() -> Int[Array, ""]:
+        scaled = logits / jnp.maximum(temperature, _TINY_TEMPERATURE)
+        if top_k is not None:
+            scaled = _keep_top_k(scaled, top_k)
+        if top_p is not None:
+            scaled = _keep_nucleus(scaled, top_p)
+        return jax.random.categorical(key, scaled).astype(jnp.int32)
+
+    def greedy() -> Int[Array, ""]:
+        return jnp.argmax(logits).astype(jnp.int32)
+
+    # a branch, not both and a choice: greedy decoding skips the random draw over the vocabulary
+    return jax.lax.cond(jnp.asarray(temperature) > 0, sampled, greedy)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from ..block import TransformerBlock
 from ..config import ModelConfig, register_model
 from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
-from ..quantisation import QuantisedMatrix, quantise
+from ..quantisation import QuantisedMatrix, quantise, with_vector_format
 from ..tokenisers import DiscreteTokeniser
 
 __all__ = ["ACTIVATIONS", "LMConfig", "LanguageModel", "SHAKESPEARE_CONFIG"]
@@ -358,7 +358,7 @@ class LanguageModel(eqx.Module):
 
     # -- weights kept in blocks ---------------------------------------------------------------
 
-    def quantised(self, format: str = "Q8_0") -> LanguageModel:
+    def quantised(self, format: str = "Q8_0", vector_format: str | None = None) -> LanguageModel:
         """This model with its matrices kept in a GGUF block format, for generation.
 
         Every attention projection, every MLP matrix and a tied token table become
@@ -367,7 +367,9 @@ class LanguageModel(eqx.Module):
         projections are kept as one matrix W_O = [O_1 ... O_H], (D, H Dv), as the files store
         them. Norms, biases, positions and an untied read-out stay float32. The model generates
         (:meth:`extend`, so :mod:`.generation`) with the blocks unpacked inside each product;
-        :meth:`dequantised` is the float model it computes.
+        :meth:`dequantised` is the float model it computes. With ``vector_format="Q8_0"`` each
+        matrix rounds the vectors it multiplies to Q8_0 blocks first, as llama.cpp does (about
+        twice as fast on a CPU; :func:`~transformer_intro.quantisation.with_vector_format`).
 
         Raises:
             ValueError: if a matrix's input width is not a multiple of 32, or the attention has
@@ -408,7 +410,7 @@ class LanguageModel(eqx.Module):
         if self.unembedding is None:
             table = quantise(self.tokeniser.table, format)
             model = eqx.tree_at(lambda m: m.tokeniser.table, model, table)
-        return model
+        return with_vector_format(model, vector_format)
 
     def blocks_are_quantised(self) -> bool:
         """Whether any of the model's arrays is kept in blocks (:meth:`quantised`)."""

@@ -13,9 +13,18 @@
 // Products are summed in eight float32 lanes (AVX2 and FMA, explicit: the same instructions, so
 // the same sums, on every x86-64 processor that has them), added up at the end.
 // The rows are shared among OpenMP's threads when the work is large enough to pay for them.
+//
+// The *_q8_0_vectors targets first round each vector to Q8_0 blocks of its own (per block of 32
+// inputs, a float32 scale e = max |x| / 127 and codes r = round(x / e)), as llama.cpp does, and
+// then sum the integer products q r of a block exactly in 32-bit integers (AVX2's maddubs: 32
+// multiply-adds in two instructions, against eight per FMA), scaling each block's sum by d e once
+// (and adding m e sum r for Q4_1's minima). The answer is the product of the dequantised matrix with
+// the dequantised vector, about twice as fast, and no longer that of the float vector itself.
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +43,30 @@ constexpr int64_t kParallelFrom = 1 << 17;
 inline __m256 Float(__m256i integers) { return _mm256_cvtepi32_ps(integers); }
 
 inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
+
+// Unsigned bytes u times signed bytes s, summed four at a time into eight 32-bit lanes: exact
+// sums, since a pair of products is at most 2 x 127 x 127, within maddubs's int16.
+inline __m256i FourProducts(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+inline __m256 Halves8(const uint16_t* h) {  // eight float16 numbers as float32
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+inline int32_t Sum(__m256i v) {
+  __m128i four = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  four = _mm_hadd_epi32(four, four);
+  return _mm_cvtsi128_si32(_mm_hadd_epi32(four, four));
+}
+
+// Eight vectors of eight 32-bit sums -> one vector of their eight totals, in order.
+inline __m256i Totals(const __m256i p[8]) {
+  const __m256i low = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i high = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20),
+                          _mm256_permute2x128_si256(low, high, 0x31));
+}
 
 inline float Sum(__m256 v) {  // the eight lanes added
   __m128 four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -58,6 +91,16 @@ struct Q8_0Blocks {
   }
   float Scale(int64_t i, int64_t b) const { return HalfToFloat(scales[i * (in / kBlock) + b]); }
   float Minimum(int64_t, int64_t) const { return 0.0f; }
+  // The 32 codes as bytes, for products with a vector's codes r: sum_k q_k r_k in 32-bit lanes
+  // (maddubs multiplies unsigned by signed bytes, so |q| by r with q's sign).
+  __m256i Bytes(int64_t i, int64_t b) const {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i * in + b * kBlock));
+  }
+  static __m256i Products(__m256i q, __m256i r) {
+    return FourProducts(_mm256_sign_epi8(q, q), _mm256_sign_epi8(r, q));
+  }
+  __m256 Scales8(int64_t i, int64_t b) const { return Halves8(scales + i * (in / kBlock) + b); }
+  __m256 Minima8(int64_t, int64_t) const { return _mm256_setzero_ps(); }
 };
 
 struct Q4_1Blocks {
@@ -81,6 +124,18 @@ struct Q4_1Blocks {
   float Minimum(int64_t i, int64_t b) const {
     return HalfToFloat(minima[i * (in / kBlock) + b]);
   }
+  __m256i Bytes(int64_t i, int64_t b) const {
+    const __m128i bytes = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(codes + i * (in / 2) + b * (kBlock / 2)));
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble),
+                            _mm_and_si128(bytes, nibble));
+  }
+  static __m256i Products(__m256i q, __m256i r) {  // codes 0..15: unsigned as they are
+    return FourProducts(q, r);
+  }
+  __m256 Scales8(int64_t i, int64_t b) const { return Halves8(scales + i * (in / kBlock) + b); }
+  __m256 Minima8(int64_t i, int64_t b) const { return Halves8(minima + i * (in / kBlock) + b); }
 };
 
 // y[g * rows + i] = sum_j W[i, j] x[g * in + j] for the G vectors from x on, row i alone;
@@ -148,6 +203,94 @@ void MatMul(const Blocks& weights, const float* x, int64_t n, int64_t in, int64_
   }
 }
 
+// N vectors in Q8_0 blocks of their own: codes r (N, in), and per block the scale e and e sum r.
+struct QuantisedVectors {
+  std::vector<int8_t> codes;
+  std::vector<float> scales, sums;
+  QuantisedVectors(const float* x, int64_t n, int64_t in)
+      : codes(n * in), scales(n * in / kBlock), sums(n * in / kBlock) {
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int64_t s = 0; s < n * in / kBlock; ++s) {
+      __m256 xb[4], largest = _mm256_setzero_ps();
+      for (int k = 0; k < 4; ++k) {
+        xb[k] = _mm256_loadu_ps(x + s * kBlock + 8 * k);
+        largest = _mm256_max_ps(largest, _mm256_and_ps(xb[k], magnitude));
+      }
+      __m128 four = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
+      four = _mm_max_ps(four, _mm_movehl_ps(four, four));
+      const float e = _mm_cvtss_f32(_mm_max_ss(four, _mm_movehdup_ps(four))) / 127.0f;
+      const __m256 inverse = _mm256_set1_ps(e != 0.0f ? 1.0f / e : 0.0f);
+      __m256i r[4];  // rounded to nearest, halves to even (the default mode), as jnp.round
+      for (int k = 0; k < 4; ++k) r[k] = _mm256_cvtps_epi32(_mm256_mul_ps(xb[k], inverse));
+      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3]));
+      // 32 int32 -> 32 int8 in order: the packs work within 128-bit halves, the permute mends it
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+      const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes.data() + s * kBlock), ordered);
+      scales[s] = e;
+      sums[s] = e * static_cast<float>(Sum(total));
+    }
+  }
+};
+
+// y[g * rows + i] for the G quantised vectors from t on, row i alone. Blocks go eight at a time:
+// their eight integer sums become one vector, scaled by the eight d e at once (and the minima's
+// eight m e sum r added), so no block needs a scalar step.
+template <int G, class Blocks>
+inline void RowTimesQuantisedVectors(const Blocks& weights, int64_t i, const QuantisedVectors& v,
+                                     int64_t t, int64_t in, int64_t rows, float* y) {
+  const int64_t blocks = in / kBlock;
+  __m256 total[G];
+  float rest[G];
+  for (int g = 0; g < G; ++g) total[g] = _mm256_setzero_ps(), rest[g] = 0.0f;
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    __m256i q[8];
+    for (int k = 0; k < 8; ++k) q[k] = weights.Bytes(i, b + k);
+    const __m256 d = weights.Scales8(i, b), m = weights.Minima8(i, b);
+    for (int g = 0; g < G; ++g) {
+      const int64_t s = (t + g) * blocks + b;  // the vector's block b
+      __m256i p[8];
+      for (int k = 0; k < 8; ++k) {
+        const auto* r = reinterpret_cast<const __m256i*>(v.codes.data() + (s + k) * kBlock);
+        p[k] = Blocks::Products(q[k], _mm256_loadu_si256(r));
+      }
+      const __m256 de = _mm256_mul_ps(d, _mm256_loadu_ps(v.scales.data() + s));
+      total[g] = _mm256_fmadd_ps(de, _mm256_cvtepi32_ps(Totals(p)), total[g]);
+      if constexpr (Blocks::kMinima) {
+        total[g] = _mm256_fmadd_ps(m, _mm256_loadu_ps(v.sums.data() + s), total[g]);
+      }
+    }
+  }
+  for (; b < blocks; ++b) {  // the last blocks, when fewer than eight
+    const __m256i q = weights.Bytes(i, b);
+    const float d = weights.Scale(i, b), m = weights.Minimum(i, b);
+    for (int g = 0; g < G; ++g) {
+      const int64_t s = (t + g) * blocks + b;
+      const auto* r = reinterpret_cast<const __m256i*>(v.codes.data() + s * kBlock);
+      const int32_t qr = Sum(Blocks::Products(q, _mm256_loadu_si256(r)));
+      rest[g] += d * v.scales[s] * static_cast<float>(qr) + m * v.sums[s];
+    }
+  }
+  for (int g = 0; g < G; ++g) y[(t + g) * rows + i] = Sum(total[g]) + rest[g];
+}
+
+template <class Blocks>
+void MatMulQuantisedVectors(const Blocks& weights, const float* x, int64_t n, int64_t in,
+                            int64_t rows, float* y) {
+  const QuantisedVectors v(x, n, in);
+#pragma omp parallel for schedule(static) if (n * rows * in >= kParallelFrom)
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t t = 0;
+    for (; n - t >= 4; t += 4) RowTimesQuantisedVectors<4>(weights, i, v, t, in, rows, y);
+    if (n - t >= 2) {
+      RowTimesQuantisedVectors<2>(weights, i, v, t, in, rows, y);
+      t += 2;
+    }
+    if (n - t >= 1) RowTimesQuantisedVectors<1>(weights, i, v, t, in, rows, y);
+  }
+}
+
 // The sizes of the product, from the buffers; false when they do not agree. x is (..., in), the
 // codes (..., rows, in / codes_per_byte) with leading sizes of 1 (jax.vmap's "expand_dims").
 bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& codes, int64_t codes_per_byte,
@@ -168,6 +311,20 @@ bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& codes, int64_t codes_p
          y_count == n * rows;
 }
 
+// y = X W^T, with X as it is or first rounded to Q8_0 blocks.
+template <bool kQuantisedVectors, class Blocks>
+void Product(const Blocks& weights, const ffi::AnyBuffer& x, int64_t n, int64_t in, int64_t rows,
+             ffi::Result<ffi::AnyBuffer>& y) {
+  const float* vectors = static_cast<const float*>(x.untyped_data());
+  float* out = static_cast<float*>(y->untyped_data());
+  if constexpr (kQuantisedVectors) {
+    MatMulQuantisedVectors(weights, vectors, n, in, rows, out);
+  } else {
+    MatMul(weights, vectors, n, in, rows, out);
+  }
+}
+
+template <bool kQuantisedVectors>
 ffi::Error Q8_0Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scales,
                     ffi::Result<ffi::AnyBuffer> y) {
   int64_t n, in, rows;
@@ -177,11 +334,11 @@ ffi::Error Q8_0Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scale
   }
   const Q8_0Blocks weights{static_cast<const int8_t*>(codes.untyped_data()),
                            static_cast<const uint16_t*>(scales.untyped_data()), in};
-  MatMul(weights, static_cast<const float*>(x.untyped_data()), n, in, rows,
-         static_cast<float*>(y->untyped_data()));
+  Product<kQuantisedVectors>(weights, x, n, in, rows, y);
   return ffi::Error::Success();
 }
 
+template <bool kQuantisedVectors>
 ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scales,
                     ffi::AnyBuffer minima, ffi::Result<ffi::AnyBuffer> y) {
   int64_t n, in, rows;
@@ -194,20 +351,32 @@ ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scale
   const Q4_1Blocks weights{static_cast<const uint8_t*>(codes.untyped_data()),
                            static_cast<const uint16_t*>(scales.untyped_data()),
                            static_cast<const uint16_t*>(minima.untyped_data()), in};
-  MatMul(weights, static_cast<const float*>(x.untyped_data()), n, in, rows,
-         static_cast<float*>(y->untyped_data()));
+  Product<kQuantisedVectors>(weights, x, n, in, rows, y);
   return ffi::Error::Success();
 }
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMul, Q8_0Impl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMul, Q8_0Impl<false>,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMul, Q4_1Impl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMul, Q4_1Impl<false>,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMulQ8_0Vectors, Q8_0Impl<true>,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMulQ8_0Vectors, Q4_1Impl<true>,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..models.language_model import LanguageModel, LMConfig
 from ..positions import half_to_interleaved
-from ..quantisation import FORMATS, from_gguf_blocks, quantise
+from ..quantisation import FORMATS, from_gguf_blocks, quantise, with_vector_format
 from .llama import llama_config
 from .state_dict import LazyTensors, fill
 from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
@@ -312,13 +312,16 @@ def _file_matrix(tensor, leading: tuple[int, ...], rotary_heads: int | None, for
     return quantise(data.reshape(*leading, width), format)
 
 
-def quantised_model_from_gguf(path, format: str = "Q8_0") -> LanguageModel:
+def quantised_model_from_gguf(
+    path, format: str = "Q8_0", vector_format: str | None = None
+) -> LanguageModel:
     """A Llama-architecture GGUF file as a :class:`LanguageModel` whose matrices stay in blocks.
 
     The model is the one :meth:`LanguageModel.quantised` makes (its :meth:`~LanguageModel.
     dequantised` equals the float model that :func:`read_gguf` gives, bit for bit), built
     without ever holding the float32 matrices: Q8_0 and Q4_1 tensors keep the file's blocks,
-    tensors of other types are quantised to ``format``. Norms stay float32.
+    tensors of other types are quantised to ``format``. Norms stay float32. ``vector_format``
+    is :meth:`LanguageModel.quantised`'s.
 
     Raises:
         ValueError: when the file is not a Llama-architecture GGUF, or its tensors do not fit.
@@ -384,4 +387,4 @@ def quantised_model_from_gguf(path, format: str = "Q8_0") -> LanguageModel:
     tensors.pop("output.weight", None)  # a tied model's read-out, when stored, is the table
     if tensors:
         raise ValueError(f"tensors of the file the model does not use: {sorted(tensors)}")
-    return fill(model, norms)
+    return with_vector_format(fill(model, norms), vector_format)

@@ -254,7 +254,10 @@ def _is_pinned_file(path: Path) -> bool:
 
 
 def load_smollm2(
-    path: str | os.PathLike | None = None, *, quantised: bool = False
+    path: str | os.PathLike | None = None,
+    *,
+    quantised: bool = False,
+    vector_format: str | None = None,
 ) -> tuple[LanguageModel, ChatTokeniser]:
     """SmolLM2-135M-Instruct as a :class:`LanguageModel` and its tokeniser.
 
@@ -265,15 +268,22 @@ def load_smollm2(
         quantised: keep the matrices in blocks (:meth:`LanguageModel.quantised`): a GGUF
             file's own blocks (:func:`~.gguf.quantised_model_from_gguf`), never held as float32;
             a Hugging Face folder's weights quantised to Q8_0. By default, float32.
+        vector_format: with ``quantised``, ``"Q8_0"`` rounds the vectors that the matrices
+            multiply to Q8_0 blocks first, as llama.cpp does (:meth:`LanguageModel.quantised`).
+
+    Raises:
+        ValueError: if ``vector_format`` is given for a float32 model.
     """
+    if vector_format is not None and not quantised:
+        raise ValueError("vector_format is for a quantised model: pass quantised=True too")
     found = find_smollm2(path)
     if quantised and found.is_file():
         tokeniser = tokeniser_from_gguf(read_gguf(found)[1])
         gc.collect()  # the first reader's memory is given back before the second reads
-        return quantised_model_from_gguf(found), tokeniser
+        return quantised_model_from_gguf(found, vector_format=vector_format), tokeniser
     if quantised:
         model, tokeniser = load_smollm2(found)
-        return model.quantised("Q8_0"), tokeniser
+        return model.quantised("Q8_0", vector_format), tokeniser
     if found.is_file():
         tensors, metadata = read_gguf(found)
         config = config_from_gguf(metadata)
