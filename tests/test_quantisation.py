@@ -125,8 +125,9 @@ def test_a_product_with_q8_0_vectors_is_that_of_the_dequantised_vectors(format, 
     assert np.abs(got - xla_product(matrix, x)).max() > 1e-3 * scale
     plain = with_vector_format(matrix, None)
     assert plain.vector_format is None and plain.codes is matrix.codes
-    with pytest.raises(ValueError, match="vector_format must be None or 'Q8_0'"):
-        with_vector_format(matrix, "Q4_1")
+    for tree in (matrix, {"no matrices": jnp.ones(3)}):
+        with pytest.raises(ValueError, match="vector_format must be None or 'Q8_0'"):
+            with_vector_format(tree, "Q4_1")
 
 
 def test_xla_product_is_used_when_asked(monkeypatch):

@@ -72,6 +72,11 @@ def _check_format(format: str) -> None:
         raise ValueError(f"unknown block format {format!r}; choose from {list(FORMATS)}")
 
 
+def _check_vector_format(vector_format: str | None) -> None:
+    if vector_format not in (None, "Q8_0"):
+        raise ValueError(f"vector_format must be None or 'Q8_0', got {vector_format!r}")
+
+
 class QuantisedMatrix(eqx.Module):
     """A float array of shape (..., D_in), kept as blocks of 32 along its last axis.
 
@@ -104,8 +109,7 @@ class QuantisedMatrix(eqx.Module):
                 blocks of that format.
         """
         _check_format(format)
-        if vector_format not in (None, "Q8_0"):
-            raise ValueError(f"vector_format must be None or 'Q8_0', got {vector_format!r}")
+        _check_vector_format(vector_format)
         codes, scales = jnp.asarray(codes), jnp.asarray(scales, jnp.float16)
         want = jnp.int8 if format == "Q8_0" else jnp.uint8
         if codes.dtype != want:
@@ -194,6 +198,7 @@ def with_vector_format(tree, vector_format: str | None):
     Raises:
         ValueError: if ``vector_format`` is neither None nor ``"Q8_0"``.
     """
+    _check_vector_format(vector_format)
 
     def convert(leaf):
         if not isinstance(leaf, QuantisedMatrix):

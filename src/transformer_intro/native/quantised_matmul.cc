@@ -355,31 +355,16 @@ ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scale
   return ffi::Error::Success();
 }
 
+// The kernels' arguments: x, codes and scales (and Q4_1's minima), then the result.
+auto Inputs() {
+  return ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>();
+}
+auto Q8_0Arguments() { return Inputs().Ret<ffi::AnyBuffer>(); }
+auto Q4_1Arguments() { return Inputs().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>(); }
+
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMul, Q8_0Impl<false>,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMul, Q4_1Impl<false>,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMulQ8_0Vectors, Q8_0Impl<true>,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMulQ8_0Vectors, Q4_1Impl<true>,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMul, Q8_0Impl<false>, Q8_0Arguments());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMul, Q4_1Impl<false>, Q4_1Arguments());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q8_0MatMulQ8_0Vectors, Q8_0Impl<true>, Q8_0Arguments());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(Q4_1MatMulQ8_0Vectors, Q4_1Impl<true>, Q4_1Arguments());
