@@ -200,17 +200,16 @@ def test_the_quantised_model_is_the_files_weights_and_answers_the_same(ours):
 def test_with_q8_0_vectors_the_quantised_model_stays_near_the_float_model(ours):
     model, tokenizer = ours
     rounded = quantised_model_from_gguf(GGUF, vector_format="Q8_0")
-    extend = eqx.filter_jit(lambda m, s: m.extend(s, m.empty_cache(64), 0))
-    agree, positions = 0, 0
-    for prompt, _ in PROMPTS:
-        ids = jnp.asarray(tokenizer.encode(prompt))
-        got, expected = np.asarray(extend(rounded, ids)[0]), np.asarray(model(ids))
-        error = np.abs(got - expected).max() / np.abs(expected).max()
-        # measured: 2.8e-2 to 4.6e-2 of the largest logit; the float vectors' is under 1e-5
-        assert 1e-3 < error < 0.1, prompt
-        agree += int((got.argmax(-1) == expected.argmax(-1)).sum())
-        positions += len(ids)
-    assert agree >= 0.9 * positions  # the likeliest next token, prompt by prompt (27 of 27)
+    # the three prompts one after another: one sequence, so one program of each model
+    ids = jnp.asarray(sum((tokenizer.encode(prompt) for prompt, _ in PROMPTS), []))
+    got, _ = eqx.filter_jit(lambda m, s: m.extend(s, m.empty_cache(64), 0))(rounded, ids)
+    got, expected = np.asarray(got), np.asarray(model(ids))
+    error = np.abs(got - expected).max() / np.abs(expected).max()
+    # measured: 5.5e-2 to 7.1e-2 of the largest logit (the kernel, XLA's paths); the float
+    # vectors' is under 1e-5
+    assert 1e-3 < error < 0.1
+    agree = (got.argmax(-1) == expected.argmax(-1)).sum()
+    assert agree >= 0.9 * len(ids)  # the likeliest next token (measured: 26 of 27)
 
 
 def test_generate_text_answers_and_checks_its_arguments(ours):

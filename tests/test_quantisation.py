@@ -185,8 +185,9 @@ TINY = llama_config(
 )
 
 
-@pytest.mark.parametrize("format", FORMATS)
-@pytest.mark.parametrize("scan_blocks", [False, True])
+# Each format once and each arrangement of the blocks once: the products are the same kernel's
+# calls whichever way the blocks are arranged.
+@pytest.mark.parametrize(("format", "scan_blocks"), [("Q8_0", False), ("Q4_1", True)])
 def test_a_quantised_model_generates_as_its_dequantised_model(format, scan_blocks):
     model = LanguageModel(TINY.replace(scan_blocks=scan_blocks), key=jax.random.PRNGKey(0))
     # weights large enough that the model's greedy choices are not near-ties
