@@ -45,8 +45,14 @@ import sys
 import time
 
 PROMPT = "Explain in a few sentences why the sky is blue."
-# the book's code: (weights kept in blocks, the vectors' format)
-JAX_WORKERS = {"jax": (False, None), "jax-blocks": (True, None), "jax-blocks-q8": (True, "Q8_0")}
+# the book's code: (weights kept in blocks, the vectors' format, the blocks scanned)
+JAX_WORKERS = {
+    "jax": (False, None, False),
+    "jax-blocks": (True, None, False),
+    "jax-blocks-q8": (True, "Q8_0", False),
+    "jax-blocks-scan": (True, None, True),
+    "jax-blocks-q8-scan": (True, "Q8_0", True),
+}
 
 
 def resident_mib() -> dict:
@@ -98,7 +104,11 @@ def _mib(value: float | None) -> str:
 
 
 def run_jax(
-    num_tokens: int, repeats: int, blocks: bool = False, vector_format: str | None = None
+    num_tokens: int,
+    repeats: int,
+    blocks: bool = False,
+    vector_format: str | None = None,
+    scan_blocks: bool = False,
 ) -> dict:
     import jax
     import jax.numpy as jnp
@@ -107,7 +117,9 @@ def run_jax(
     from transformer_intro.models.generation import compiled_decode, padded_prompt, prefill
     from transformer_intro.pretrained import load_smollm2
 
-    model, tokenizer = load_smollm2(quantised=blocks, vector_format=vector_format)
+    model, tokenizer = load_smollm2(
+        quantised=blocks, vector_format=vector_format, scan_blocks=scan_blocks
+    )
     loaded_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}]))
     prompt, window = padded_prompt(model, np.asarray(ids, np.int32), num_tokens)  # as generate_ids
@@ -279,8 +291,7 @@ def main():
         profile_prefill(args.tokens, args.repeats)
         return
     if args.worker in JAX_WORKERS:
-        blocks, vector_format = JAX_WORKERS[args.worker]
-        print(json.dumps(run_jax(args.tokens, args.repeats, blocks, vector_format)))
+        print(json.dumps(run_jax(args.tokens, args.repeats, *JAX_WORKERS[args.worker])))
         return
     if args.worker == "torch":
         print(json.dumps(run_torch(args.tokens, args.repeats, args.worker_threads)))

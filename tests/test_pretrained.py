@@ -190,7 +190,11 @@ def test_the_quantised_model_is_the_files_weights_and_answers_the_same(ours):
     assert held < 0.2 * sum(a.nbytes for a in jax.tree.leaves(model))
     prompt, _ = PROMPTS[2]
     ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": prompt}]))
-    assert generate_ids(quantised, ids, 30).tolist() == generate_ids(model, ids, 30).tolist()
+    answer = generate_ids(model, ids, 30).tolist()
+    assert generate_ids(quantised, ids, 30).tolist() == answer
+    # the blocks stacked and scanned, each step reading its matrices in the stack: the same
+    scanned = quantised_model_from_gguf(GGUF, scan_blocks=True)
+    assert generate_ids(scanned, ids, 30).tolist() == answer
     ids = jnp.asarray(tokenizer.encode(PROMPTS[0][0]))
     got, _ = eqx.filter_jit(lambda m, s: m.extend(s, m.empty_cache(64), 0))(quantised, ids)
     expected = model(ids)

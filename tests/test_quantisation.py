@@ -96,6 +96,86 @@ def test_native_product_rejects_swapped_scales_and_minima():
     assert np.abs(np.asarray(got) - expected).max() > 1e-2 * np.abs(expected).max()
 
 
+@pytest.mark.parametrize("kernel", [pytest.param("native", marks=native), "XLA"])
+@pytest.mark.parametrize(("format", "vector_format"), [("Q8_0", None), ("Q4_1", "Q8_0")])
+def test_a_layer_of_stacked_matrices_is_that_matrix(format, vector_format, kernel, monkeypatch):
+    if kernel == "XLA":
+        monkeypatch.setattr(
+            "transformer_intro.quantisation.native_kernels_missing", lambda: "asked for XLA"
+        )
+    stack = with_vector_format(quantise(weights((3, 2, 40, 96)), format), vector_format)
+    x = jnp.asarray(np.random.default_rng(5).normal(size=(5, 96)).astype(np.float32))
+    products = eqx.filter_jit(lambda w, m, x: jax.vmap(w.of_layer(m))(x))
+    for m in range(3):
+        alone = jax.tree.map(lambda a, m=m: a[m], stack)  # matrix m, copied out of the stack
+        assert stack.of_layer(m).shape == alone.shape == (2, 40, 96)
+        expected = np.asarray(eqx.filter_jit(lambda w, x: jax.vmap(w)(x))(alone, x))
+        np.testing.assert_array_equal(np.asarray(products(stack, m, x)), expected)
+        np.testing.assert_array_equal(stack.of_layer(m).dequantised(), alone.dequantised())
+    # the layer is read, not ignored: matrices 0 and 2 differ
+    first, last = (np.asarray(products(stack, m, x)) for m in (0, 2))
+    assert np.abs(first - last).max() > 0.1 * np.abs(first).max()
+    with pytest.raises(ValueError, match="leading axis of stacked matrices"):
+        quantise(weights((96,)), format).of_layer(0)
+
+
+@native
+def test_the_kernel_names_a_layer_outside_the_stack():
+    stack = quantise(weights((3, 40, 96)), "Q8_0")
+    x = jnp.ones(96, jnp.float32)
+    with pytest.raises(Exception, match="x, layer, codes and scales disagree"):
+        jax.block_until_ready(eqx.filter_jit(lambda w, m, x: w.of_layer(m)(x))(stack, 3, x))
+
+
+def equations(jaxpr):
+    """Every equation of a jaxpr, those of the programs inside it (scans, jits) included."""
+    for equation in jaxpr.eqns:
+        yield equation
+        for value in equation.params.values():
+            for inner in value if isinstance(value, tuple | list) else (value,):
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    yield from equations(inner)
+
+
+def codes_multiplied_in_scans(jaxpr) -> list[tuple[int, ...]]:
+    """The shapes of the codes that the products inside a scan are given (leading 1s dropped)."""
+    scans = [e for e in equations(jaxpr) if e.primitive.name == "scan"]
+    calls = [e for s in scans for e in equations(s.params["jaxpr"].jaxpr)]
+    shapes = [e.invars[2].aval.shape for e in calls if e.primitive.name == "ffi_call"]
+    return [shape[next(i for i, n in enumerate(shape) if n != 1) :] for shape in shapes]
+
+
+@native
+def test_a_scanned_model_gives_its_products_the_whole_stack():
+    # Step m of the scan passes the stacked blocks and m: a slice of the stack, which XLA would
+    # copy before every product, is never taken.
+    model = LanguageModel(TINY.replace(scan_blocks=True), key=jax.random.PRNGKey(0))
+    quantised = model.quantised("Q4_1")
+    ids = jnp.arange(12) % TINY.vocab_size
+    stacks = {
+        w.codes.shape for w in jax.tree.leaves(quantised.blocks, is_leaf=lambda x: isinstance(
+            x, QuantisedMatrix)) if isinstance(w, QuantisedMatrix)
+    }  # fmt: skip
+    assert all(shape[0] == TINY.num_blocks for shape in stacks)
+    cache = quantised.empty_cache()
+    extend = jax.make_jaxpr(lambda m, s: m.extend(s, cache, 0))(quantised, ids)
+    given = codes_multiplied_in_scans(extend.jaxpr)
+    assert len(given) == 7 and set(given) == stacks, given
+    # the control: a scan over the stacked blocks themselves hands each step its block's slice
+    arrays, rest = eqx.partition(quantised.blocks, eqx.is_array)
+
+    def step(x, inputs):
+        block_arrays, block_cache = inputs
+        return eqx.combine(block_arrays, rest).extend(x, block_cache, 0)
+
+    by_slices = jax.make_jaxpr(lambda x: jax.lax.scan(step, x, (arrays, cache)))(
+        jnp.zeros((12, TINY.dim))
+    )
+    sliced = codes_multiplied_in_scans(by_slices.jaxpr)
+    assert sliced and not set(sliced) & stacks, sliced
+
+
 def test_a_vector_in_q8_0_blocks_is_rounded_block_by_block():
     x = np.random.default_rng(4).normal(size=96).astype(np.float32)
     x[32:64] = 0  # a block of zeros stays zeros
@@ -258,11 +338,12 @@ def test_the_gguf_reader_names_a_file_it_cannot_read(tmp_path):
         GGUFFile(tmp_path / "old.gguf")
 
 
-def write_tiny_llama(path, up_rows=128, down_inputs=128):
-    """A one-block Llama-architecture GGUF file, its matrices in Q4_1 and its table in Q8_0."""
+def write_tiny_llama(path, up_rows=128, down_inputs=128, blocks=1, last_up="Q4_1"):
+    """A Llama-architecture GGUF file, its matrices in Q4_1 (the last block's up projection in
+    ``last_up``) and its table in Q8_0."""
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(64)])
-    for key, value in [("embedding_length", 64), ("block_count", 1), ("context_length", 32),
+    for key, value in [("embedding_length", 64), ("block_count", blocks), ("context_length", 32),
                        ("attention.head_count", 2), ("attention.head_count_kv", 1),
                        ("feed_forward_length", 128)]:  # fmt: skip
         writer.add_uint32(f"llama.{key}", value)
@@ -280,12 +361,15 @@ def write_tiny_llama(path, up_rows=128, down_inputs=128):
 
     add("token_embd.weight", (64, 64), "Q8_0")
     add("output_norm.weight", (64,), "F32")
-    for part, shape in [("attn_norm", (64,)), ("ffn_norm", (64,))]:
-        add(f"blk.0.{part}.weight", shape, "F32")
-    for part, shape in [("attn_q", (64, 64)), ("attn_k", (32, 64)), ("attn_v", (32, 64)),
-                        ("attn_output", (64, 64)), ("ffn_gate", (128, 64)),
-                        ("ffn_up", (up_rows, 64)), ("ffn_down", (64, down_inputs))]:  # fmt: skip
-        add(f"blk.0.{part}.weight", shape)
+    matrices = [("attn_q", (64, 64)), ("attn_k", (32, 64)), ("attn_v", (32, 64)),
+                ("attn_output", (64, 64)), ("ffn_gate", (128, 64)), ("ffn_up", (up_rows, 64)),
+                ("ffn_down", (64, down_inputs))]  # fmt: skip
+    for m in range(blocks):
+        for part, shape in [("attn_norm", (64,)), ("ffn_norm", (64,))]:
+            add(f"blk.{m}.{part}.weight", shape, "F32")
+        for part, shape in matrices:
+            last = part == "ffn_up" and m == blocks - 1
+            add(f"blk.{m}.{part}.weight", shape, last_up if last else "Q4_1")
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -317,3 +401,28 @@ def test_a_gguf_file_loads_in_blocks_as_the_float_loader_reads_it(tmp_path):
     write_tiny_llama(tmp_path / "narrow.gguf", down_inputs=96)
     with pytest.raises(ValueError, match=r"ffn_down\.weight \(64, 96\), the model's \(64, 128\)"):
         quantised_model_from_gguf(tmp_path / "narrow.gguf")
+
+
+def test_scanned_blocks_load_stacked_and_mixed_formats_are_named(tmp_path):
+    from transformer_intro.pretrained.gguf import quantised_model_from_gguf
+
+    write_tiny_llama(tmp_path / "two.gguf", blocks=2)
+    loop = quantised_model_from_gguf(tmp_path / "two.gguf")
+    scanned = quantised_model_from_gguf(tmp_path / "two.gguf", scan_blocks=True)
+    assert scanned.config.scan_blocks and scanned.blocks.attention.query_projections.shape[0] == 2
+    same = jax.tree.map(
+        lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)),
+        scanned.dequantised(),
+        loop.dequantised().stacked(),
+    )
+    assert all(jax.tree.leaves(same))
+    ids = jnp.arange(10) % 64
+    logits = [m.extend(ids, m.empty_cache(), 0)[0] for m in (scanned, loop)]
+    np.testing.assert_allclose(*map(np.asarray, logits), rtol=0, atol=1e-5)
+    # one kind of matrix in two formats cannot be one stack; the loop of blocks takes it
+    write_tiny_llama(tmp_path / "mixed.gguf", blocks=2, last_up="Q8_0")
+    with pytest.raises(ValueError, match=r"blk\.\*\.ffn_up\.weight tensors are in several formats"):
+        quantised_model_from_gguf(tmp_path / "mixed.gguf", scan_blocks=True)
+    assert (
+        quantised_model_from_gguf(tmp_path / "mixed.gguf").blocks[1].mlp.up.weight.format == "Q8_0"
+    )

@@ -55,6 +55,7 @@ __all__ = [
     "FORMATS",
     "QuantisedMatrix",
     "from_gguf_blocks",
+    "gguf_block_arrays",
     "native_kernels_missing",
     "quantise",
     "quantised_vector",
@@ -93,20 +94,23 @@ class QuantisedMatrix(eqx.Module):
         format: ``"Q8_0"`` or ``"Q4_1"``.
         vector_format: None to multiply vectors as they are; ``"Q8_0"`` to round each one to
             Q8_0 blocks first (:func:`quantised_vector`), as llama.cpp does.
+        layer: None, or (:meth:`of_layer`) the index m along the arrays' leading axis, which
+            then stacks M matrices: this one is matrix m, read where it lies in the stack.
     """
 
     codes: Int[Array, "*rows packed"]
     scales: Float[Array, "*rows blocks"]
     minima: Float[Array, "*rows blocks"] | None
+    layer: Int[Array, ""] | None
     format: str = eqx.field(static=True)
     vector_format: str | None = eqx.field(static=True)
 
-    def __init__(self, codes, scales, minima=None, *, format: str, vector_format=None):
+    def __init__(self, codes, scales, minima=None, *, format: str, vector_format=None, layer=None):
         """Hold blocks already quantised; :func:`quantise` makes them from float weights.
 
         Raises:
             ValueError: if the format is unknown, or the arrays' types or shapes do not make
-                blocks of that format.
+                blocks of that format, or a layer is given for arrays without a leading axis.
         """
         _check_format(format)
         _check_vector_format(vector_format)
@@ -127,13 +131,43 @@ class QuantisedMatrix(eqx.Module):
             minima = jnp.asarray(minima, jnp.float16)
             if minima.shape != scales.shape:
                 raise ValueError(f"minima {minima.shape} and scales {scales.shape} differ")
+        if layer is not None:
+            if codes.ndim < 2:
+                raise ValueError(
+                    f"a layer is an index along a leading axis of stacked matrices; codes of "
+                    f"shape {codes.shape} have none"
+                )
+            layer = jnp.asarray(layer, jnp.int32)
         self.codes, self.scales, self.minima, self.format = codes, scales, minima, format
-        self.vector_format = vector_format
+        self.vector_format, self.layer = vector_format, layer
+
+    def of_layer(self, m: Int[ArrayLike, ""]) -> QuantisedMatrix:
+        """Matrix m of the M stacked along the leading axis, without copying its blocks out.
+
+        A scanned model's step takes its block's matrices so: the kernel reads matrix m in the
+        stack, where a slice (``codes[m]``) would be copied before every product.
+        """
+        return QuantisedMatrix(
+            self.codes,
+            self.scales,
+            self.minima,
+            format=self.format,
+            vector_format=self.vector_format,
+            layer=m,
+        )
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape of the float array it stands for: (..., D_in)."""
-        return (*self.scales.shape[:-1], self.scales.shape[-1] * BLOCK)
+        """The shape of the float array it stands for: (..., D_in) (of matrix m, for a layer)."""
+        rows = self.scales.shape[:-1] if self.layer is None else self.scales.shape[1:-1]
+        return (*rows, self.scales.shape[-1] * BLOCK)
+
+    def _own(self) -> tuple:
+        """Codes, scales and minima of this matrix (of matrix m alone, for a layer)."""
+        arrays = (self.codes, self.scales, self.minima)
+        if self.layer is None:
+            return arrays
+        return tuple(None if a is None else a[self.layer] for a in arrays)
 
     @property
     def nbytes(self) -> int:
@@ -153,12 +187,13 @@ class QuantisedMatrix(eqx.Module):
 
     def dequantised(self) -> Float[Array, "... D_in"]:
         """The float32 array the blocks stand for."""
-        return self._weights(self.codes, self.scales, self.minima)
+        return self._weights(*self._own())
 
     def __getitem__(self, rows) -> Float[Array, "... D_in"]:
         """Rows of the array, dequantised (only those rows are)."""
-        minima = None if self.minima is None else self.minima[rows]
-        return self._weights(self.codes[rows], self.scales[rows], minima)
+        codes, scales, minima = self._own()
+        minima = None if minima is None else minima[rows]
+        return self._weights(codes[rows], scales[rows], minima)
 
     def __matmul__(self, x: Float[Array, " D_in"]) -> Float[Array, ...]:
         """``W @ x`` is ``W(x)``, so that a layer computing ``weight @ x`` takes either."""
@@ -204,7 +239,12 @@ def with_vector_format(tree, vector_format: str | None):
         if not isinstance(leaf, QuantisedMatrix):
             return leaf
         return QuantisedMatrix(
-            leaf.codes, leaf.scales, leaf.minima, format=leaf.format, vector_format=vector_format
+            leaf.codes,
+            leaf.scales,
+            leaf.minima,
+            format=leaf.format,
+            vector_format=vector_format,
+            layer=leaf.layer,
         )
 
     is_matrix = lambda x: isinstance(x, QuantisedMatrix)  # noqa: E731
@@ -265,6 +305,15 @@ def from_gguf_blocks(raw: np.ndarray, format: str, shape: tuple[int, ...]) -> Qu
     Raises:
         ValueError: if the format is unknown or the bytes are not whole blocks of ``shape``.
     """
+    return QuantisedMatrix(*gguf_block_arrays(raw, format, shape), format=format)
+
+
+def gguf_block_arrays(raw: np.ndarray, format: str, shape: tuple[int, ...]) -> tuple:
+    """:func:`from_gguf_blocks`'s codes, scales (and Q4_1's minima), as NumPy arrays.
+
+    Raises:
+        ValueError: as :func:`from_gguf_blocks`.
+    """
     _check_format(format)
     raw = np.asarray(raw, np.uint8)
     size = FORMATS[format]
@@ -276,10 +325,10 @@ def from_gguf_blocks(raw: np.ndarray, format: str, shape: tuple[int, ...]) -> Qu
     d = np.ascontiguousarray(blocks[..., 0:2]).view(np.float16)[..., 0]
     if format == "Q8_0":
         codes = np.ascontiguousarray(blocks[..., 2:]).view(np.int8)
-        return QuantisedMatrix(codes.reshape(shape), d, format=format)
+        return codes.reshape(shape), d
     m = np.ascontiguousarray(blocks[..., 2:4]).view(np.float16)[..., 0]
     codes = np.ascontiguousarray(blocks[..., 4:]).reshape(*shape[:-1], shape[-1] // 2)
-    return QuantisedMatrix(codes, d, m, format=format)
+    return codes, d, m
 
 
 # -- the native kernel -----------------------------------------------------------------------------
@@ -371,4 +420,5 @@ def _native_product(matrix: QuantisedMatrix, x: Float[Array, " D_in"]) -> Float[
     as_bits = [jax.lax.bitcast_convert_type(a, jnp.uint16) for a in per_block]
     target = _TARGETS[matrix.format, matrix.vector_format][1]
     call = jax.ffi.ffi_call(target, result, vmap_method="expand_dims")
-    return call(x, matrix.codes, *as_bits)
+    layer = jnp.int32(0) if matrix.layer is None else matrix.layer
+    return call(x, layer, matrix.codes, *as_bits)

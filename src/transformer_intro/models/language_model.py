@@ -324,15 +324,22 @@ class LanguageModel(eqx.Module):
         Returns the last ``x`` and the M outputs: with scanned blocks, one ``lax.scan`` over the
         stacked arrays (and ``per_block``) stacks them along a leading axis; otherwise a Python
         loop, which XLA unrolls, returns them as a tuple (``per_block`` is then a sequence).
+        Matrices kept in blocks are not sliced by the scan: step m reads matrix m in the stack
+        (:meth:`~transformer_intro.quantisation.QuantisedMatrix.of_layer`), where a slice would
+        be copied before every product.
         """
         if self.config.scan_blocks:
-            arrays, rest = eqx.partition(self.blocks, eqx.is_array)
+            matrices, others = eqx.partition(self.blocks, _is_matrix, is_leaf=_is_matrix)
+            arrays, rest = eqx.partition(others, eqx.is_array)
 
             def step(x, inputs):
-                block_arrays, extra = inputs
-                return apply(eqx.combine(block_arrays, rest), x, extra)
+                m, block_arrays, extra = inputs
+                layers = jax.tree.map(lambda w: w.of_layer(m), matrices, is_leaf=_is_matrix)
+                block = eqx.combine(block_arrays, rest, layers, is_leaf=_is_matrix)
+                return apply(block, x, extra)
 
-            return jax.lax.scan(step, x, (arrays, per_block))
+            steps = jnp.arange(self.config.num_blocks)
+            return jax.lax.scan(step, x, (steps, arrays, per_block))
         outputs = []
         for m, block in enumerate(self.blocks):
             x, out = apply(block, x, None if per_block is None else per_block[m])
@@ -414,8 +421,7 @@ class LanguageModel(eqx.Module):
 
     def blocks_are_quantised(self) -> bool:
         """Whether any of the model's arrays is kept in blocks (:meth:`quantised`)."""
-        leaves = jax.tree.leaves(self, is_leaf=lambda x: isinstance(x, QuantisedMatrix))
-        return any(isinstance(x, QuantisedMatrix) for x in leaves)
+        return any(_is_matrix(x) for x in jax.tree.leaves(self, is_leaf=_is_matrix))
 
     def dequantised(self) -> LanguageModel:
         """The float32 model that a :meth:`quantised` one computes.
@@ -439,9 +445,7 @@ class LanguageModel(eqx.Module):
             blocks = tuple(float_block(b) for b in self.blocks)
         model = eqx.tree_at(lambda m: m.blocks, self, blocks)
         return jax.tree.map(
-            lambda x: x.dequantised() if isinstance(x, QuantisedMatrix) else x,
-            model,
-            is_leaf=lambda x: isinstance(x, QuantisedMatrix),
+            lambda x: x.dequantised() if _is_matrix(x) else x, model, is_leaf=_is_matrix
         )
 
     # -- generation with a key-value cache -------------------------------------------------------
@@ -485,6 +489,10 @@ class LanguageModel(eqx.Module):
         """
         x, cache = self.extend_tokens(symbols, cache, start)
         return self.readout(x), cache
+
+
+def _is_matrix(x) -> bool:
+    return isinstance(x, QuantisedMatrix)
 
 
 def _is_linear(x) -> bool:

@@ -6,6 +6,9 @@
 //   Q4_1: 16 bytes of 4-bit codes (the block's first 16 weights in the low nibbles, the next 16
 //         in the high ones), a float16 scale d and a float16 minimum m per block: w = d q + m.
 // The codes are one array (rows, in) or (rows, in / 2); scales and minima arrays (rows, in / 32).
+// A scanned model stacks its M blocks' matrices along a leading axis: the kernel is given the whole
+// stack and the index of one matrix, and reads that matrix where it lies (a slice of the stack,
+// taken by XLA, would be a copy of the matrix before every product).
 //
 // A block is turned back into 32 floats once and multiplied by the same 32 inputs of every one of
 // the N vectors, so W streams from memory once however many vectors there are: decoding (N = 1)
@@ -291,12 +294,15 @@ void MatMulQuantisedVectors(const Blocks& weights, const float* x, int64_t n, in
   }
 }
 
-// The sizes of the product, from the buffers; false when they do not agree. x is (..., in), the
-// codes (..., rows, in / codes_per_byte) with leading sizes of 1 (jax.vmap's "expand_dims").
-bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& codes, int64_t codes_per_byte,
-           const ffi::AnyBuffer& scales, int64_t y_count, int64_t& n, int64_t& in,
-           int64_t& rows) {
-  if (x.element_type() != ffi::DataType::F32 || scales.element_type() != ffi::DataType::U16) {
+// The sizes of the product, from the buffers; false when they do not agree. x is (..., in). The
+// codes hold L matrices of `rows` rows one after another (L = 1 for a matrix of its own, L = M for
+// a scanned model's stacked blocks), with leading sizes of 1 (jax.vmap's "expand_dims"); `layer`
+// is one int32, the index of the matrix to multiply, which is read where it lies in the stack.
+bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& layer, const ffi::AnyBuffer& codes,
+           int64_t codes_per_byte, const ffi::AnyBuffer& scales, int64_t y_count, int64_t& n,
+           int64_t& in, int64_t& rows, int64_t& index) {
+  if (x.element_type() != ffi::DataType::F32 || scales.element_type() != ffi::DataType::U16 ||
+      layer.element_type() != ffi::DataType::S32 || layer.element_count() != 1) {
     return false;
   }
   const auto x_dims = x.dimensions();
@@ -304,11 +310,17 @@ bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& codes, int64_t codes_p
   in = x_dims.back();
   if (in == 0 || in % kBlock != 0) return false;
   n = static_cast<int64_t>(x.element_count()) / in;
+  rows = index = 0;
+  if (n == 0) return y_count == 0;  // no vectors: nothing to multiply
+  if (y_count == 0 || y_count % n != 0) return false;
+  rows = y_count / n;
+  const int64_t per_matrix = rows * (in / codes_per_byte);
   const int64_t codes_count = static_cast<int64_t>(codes.element_count());
-  if (codes_count * codes_per_byte % in != 0) return false;
-  rows = codes_count * codes_per_byte / in;
-  return static_cast<int64_t>(scales.element_count()) == rows * (in / kBlock) &&
-         y_count == n * rows;
+  if (codes_count == 0 || codes_count % per_matrix != 0) return false;
+  const int64_t matrices = codes_count / per_matrix;
+  index = *static_cast<const int32_t*>(layer.untyped_data());
+  return 0 <= index && index < matrices &&
+         static_cast<int64_t>(scales.element_count()) == matrices * rows * (in / kBlock);
 }
 
 // y = X W^T, with X as it is or first rounded to Q8_0 blocks.
@@ -325,39 +337,50 @@ void Product(const Blocks& weights, const ffi::AnyBuffer& x, int64_t n, int64_t 
 }
 
 template <bool kQuantisedVectors>
-ffi::Error Q8_0Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scales,
-                    ffi::Result<ffi::AnyBuffer> y) {
-  int64_t n, in, rows;
+ffi::Error Q8_0Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes,
+                    ffi::AnyBuffer scales, ffi::Result<ffi::AnyBuffer> y) {
+  int64_t n, in, rows, index;
   if (codes.element_type() != ffi::DataType::S8 ||
-      !Sizes(x, codes, 1, scales, static_cast<int64_t>(y->element_count()), n, in, rows)) {
-    return ffi::Error::InvalidArgument("Q8_0 product: the types or shapes of x, codes and scales disagree");
+      !Sizes(x, layer, codes, 1, scales, static_cast<int64_t>(y->element_count()), n, in, rows,
+             index)) {
+    return ffi::Error::InvalidArgument(
+        "Q8_0 product: the types or shapes of x, layer, codes and scales disagree");
   }
-  const Q8_0Blocks weights{static_cast<const int8_t*>(codes.untyped_data()),
-                           static_cast<const uint16_t*>(scales.untyped_data()), in};
+  const int64_t blocks = rows * (in / kBlock);  // of one matrix
+  const Q8_0Blocks weights{static_cast<const int8_t*>(codes.untyped_data()) + index * rows * in,
+                           static_cast<const uint16_t*>(scales.untyped_data()) + index * blocks,
+                           in};
   Product<kQuantisedVectors>(weights, x, n, in, rows, y);
   return ffi::Error::Success();
 }
 
 template <bool kQuantisedVectors>
-ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer codes, ffi::AnyBuffer scales,
-                    ffi::AnyBuffer minima, ffi::Result<ffi::AnyBuffer> y) {
-  int64_t n, in, rows;
+ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes,
+                    ffi::AnyBuffer scales, ffi::AnyBuffer minima, ffi::Result<ffi::AnyBuffer> y) {
+  int64_t n, in, rows, index;
   if (codes.element_type() != ffi::DataType::U8 || minima.element_type() != ffi::DataType::U16 ||
       minima.element_count() != scales.element_count() ||
-      !Sizes(x, codes, 2, scales, static_cast<int64_t>(y->element_count()), n, in, rows)) {
+      !Sizes(x, layer, codes, 2, scales, static_cast<int64_t>(y->element_count()), n, in, rows,
+             index)) {
     return ffi::Error::InvalidArgument(
-        "Q4_1 product: the types or shapes of x, codes, scales and minima disagree");
+        "Q4_1 product: the types or shapes of x, layer, codes, scales and minima disagree");
   }
-  const Q4_1Blocks weights{static_cast<const uint8_t*>(codes.untyped_data()),
-                           static_cast<const uint16_t*>(scales.untyped_data()),
-                           static_cast<const uint16_t*>(minima.untyped_data()), in};
+  const int64_t blocks = rows * (in / kBlock);  // of one matrix
+  const Q4_1Blocks weights{
+      static_cast<const uint8_t*>(codes.untyped_data()) + index * rows * (in / 2),
+      static_cast<const uint16_t*>(scales.untyped_data()) + index * blocks,
+      static_cast<const uint16_t*>(minima.untyped_data()) + index * blocks, in};
   Product<kQuantisedVectors>(weights, x, n, in, rows, y);
   return ffi::Error::Success();
 }
 
-// The kernels' arguments: x, codes and scales (and Q4_1's minima), then the result.
+// The kernels' arguments: x, the layer, codes and scales (and Q4_1's minima), then the result.
 auto Inputs() {
-  return ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>();
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::AnyBuffer>();
 }
 auto Q8_0Arguments() { return Inputs().Ret<ffi::AnyBuffer>(); }
 auto Q4_1Arguments() { return Inputs().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>(); }

@@ -31,7 +31,13 @@ import numpy as np
 
 from ..models.language_model import LanguageModel, LMConfig
 from ..positions import half_to_interleaved
-from ..quantisation import FORMATS, from_gguf_blocks, quantise, with_vector_format
+from ..quantisation import (
+    FORMATS,
+    QuantisedMatrix,
+    gguf_block_arrays,
+    quantise,
+    with_vector_format,
+)
 from .llama import llama_config
 from .state_dict import LazyTensors, fill
 from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
@@ -287,12 +293,13 @@ def hf_tensors_from_gguf(tensors: Mapping[str, np.ndarray], config: LMConfig) ->
     return LazyTensors(readers)
 
 
-def _file_matrix(tensor, leading: tuple[int, ...], rotary_heads: int | None, format: str):
-    """One of the file's matrices in blocks, rows = outputs, reshaped to ``(*leading, D_in)``.
+def _file_blocks(tensor, leading: tuple[int, ...], rotary_heads: int | None, format: str):
+    """One of the file's matrices in blocks: its format and its arrays, as NumPy arrays.
 
-    A Q8_0 or Q4_1 tensor keeps its own blocks; any other type is read as float32 and quantised
-    to ``format``. Rotary rows are reordered as :func:`hf_tensors_from_gguf` does (a row's blocks
-    move with it).
+    The arrays are codes, scales and, for Q4_1, minima; rows = outputs, reshaped to
+    ``(*leading, D_in)``. A Q8_0 or Q4_1 tensor keeps its own blocks; any other type is read as
+    float32 and quantised to ``format``. Rotary rows are reordered as
+    :func:`hf_tensors_from_gguf` does (a row's blocks move with it).
     """
     rows, width = (int(n) for n in reversed(tensor.shape))
     if rows != int(np.prod(leading)):
@@ -308,12 +315,25 @@ def _file_matrix(tensor, leading: tuple[int, ...], rotary_heads: int | None, for
     if rotary_heads is not None:
         data = _unpermute_rotary_rows(data, rotary_heads)
     if kind in FORMATS:
-        return from_gguf_blocks(data, kind, (*leading, width))
-    return quantise(data.reshape(*leading, width), format)
+        return kind, gguf_block_arrays(data, kind, (*leading, width))
+    matrix = quantise(data.reshape(*leading, width), format)
+    arrays = (matrix.codes, matrix.scales, matrix.minima)
+    return format, tuple(np.asarray(a) for a in arrays if a is not None)
+
+
+def _pages(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An empty array in pages of memory of its own.
+
+    On a CPU ``jax.device_put`` keeps these pages as the array's (no copy), and they go back to
+    the system when the array is freed.
+    """
+    count = int(np.prod(shape))
+    pages = mmap.mmap(-1, max(count * np.dtype(dtype).itemsize, 1))
+    return np.frombuffer(pages, dtype, count).reshape(shape)
 
 
 def quantised_model_from_gguf(
-    path, format: str = "Q8_0", vector_format: str | None = None
+    path, format: str = "Q8_0", vector_format: str | None = None, scan_blocks: bool = False
 ) -> LanguageModel:
     """A Llama-architecture GGUF file as a :class:`LanguageModel` whose matrices stay in blocks.
 
@@ -321,69 +341,110 @@ def quantised_model_from_gguf(
     dequantised` equals the float model that :func:`read_gguf` gives, bit for bit), built
     without ever holding the float32 matrices: Q8_0 and Q4_1 tensors keep the file's blocks,
     tensors of other types are quantised to ``format``. Norms stay float32. ``vector_format``
-    is :meth:`LanguageModel.quantised`'s.
+    is :meth:`LanguageModel.quantised`'s. With ``scan_blocks`` the M blocks' matrices of each
+    kind are stacked as they are read (``LMConfig.scan_blocks``): XLA then compiles one block,
+    and each step of the scan reads its matrices in the stack.
 
     Raises:
-        ValueError: when the file is not a Llama-architecture GGUF, or its tensors do not fit.
+        ValueError: when the file is not a Llama-architecture GGUF, or its tensors do not fit
+            (or, with ``scan_blocks``, the blocks keep one kind of matrix in different formats).
     """
     file = GGUFFile(path)
-    config = config_from_gguf(file.metadata)
-    if not config.tied_embeddings or config.scan_blocks:
-        raise ValueError("expected a tied-embedding model with a loop of blocks")
+    config = config_from_gguf(file.metadata).replace(scan_blocks=scan_blocks)
+    if not config.tied_embeddings:
+        raise ValueError("expected a model whose read-out is its token table")
     tensors = {t.name: t for t in file.tensors}
     h, k, d = config.num_heads, config.head_dim, config.dim
-    g = config.num_kv_heads or h
+    g, hidden, blocks = config.num_kv_heads or h, config.mlp_hidden_dim, config.num_blocks
 
     mapping = file.mapping
 
-    def matrix(name, leading, rotary_heads=None):
+    def blocks_of(name, leading, rotary_heads=None):
         if name not in tensors:
             raise ValueError(f"the file has no tensor {name}")
         tensor = tensors.pop(name)
-        blocks = _file_matrix(tensor, leading, rotary_heads, format)
+        found = _file_blocks(tensor, leading, rotary_heads, format)
         if hasattr(mapping, "madvise"):  # as dequantise does
             mapping.madvise(mmap.MADV_DONTNEED, 0, tensor.data_offset + tensor.n_bytes)
-        return blocks
+        return found
+
+    def matrix(name, leading, rotary_heads=None):
+        kind, arrays = blocks_of(name, leading, rotary_heads)
+        return QuantisedMatrix(*arrays, format=kind)
+
+    def stacked(kind, leading, rotary_heads):
+        # the M blocks' matrices of one kind, copied block by block into one stack
+        parts, formats = None, set()
+        for m in range(blocks):
+            one, arrays = blocks_of(f"blk.{m}.{kind}", leading, rotary_heads)
+            parts = parts or [_pages((blocks, *a.shape), a.dtype) for a in arrays]
+            formats.add(one)
+            if len(formats) > 1:
+                raise ValueError(
+                    f"the file's blk.*.{kind} tensors are in several formats "
+                    f"({', '.join(sorted(formats))}): load them with scan_blocks=False"
+                )
+            for whole, part in zip(parts, arrays, strict=True):
+                whole[m] = part
+        return QuantisedMatrix(*(jax.device_put(part) for part in parts), format=one)
+
+    # each block's matrices: (the file's name, leading axes, rotary heads), in the order of
+    # `places`; W_O is kept (D, H Dv), as the file stores it, where the model holds O_1 ... O_H
+    kinds = [
+        ("attn_q.weight", (h, k), h),
+        ("attn_k.weight", (g, k), g),
+        ("attn_v.weight", (g, k), None),
+        ("attn_output.weight", (d,), None),
+        ("ffn_gate.weight", (hidden,), None),
+        ("ffn_up.weight", (hidden,), None),
+        ("ffn_down.weight", (d,), None),
+    ]
+
+    def block_places(block):
+        a, mlp = block.attention, block.mlp
+        attention = [a.query_projections, a.key_projections, a.value_projections]
+        return attention + [a.output_projections, mlp.gate.weight, mlp.up.weight, mlp.down.weight]
+
+    def places(model):
+        if scan_blocks:
+            return [model.tokeniser.table, *block_places(model.blocks)]
+        return [model.tokeniser.table] + [w for b in model.blocks for w in block_places(b)]
 
     skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
-    # (the file's tensor, its leading axes, rotary heads, the shape of its place in the model),
-    # in the order of `places`
-    specs = [("token_embd.weight", (config.vocab_size,), None, skeleton.tokeniser.table.shape)]
-    for m, block in enumerate(skeleton.blocks):
-        p, a, mlp, hidden = f"blk.{m}.", block.attention, block.mlp, config.mlp_hidden_dim
-        specs += [
-            (p + "attn_q.weight", (h, k), h, a.query_projections.shape),
-            (p + "attn_k.weight", (g, k), g, a.key_projections.shape),
-            (p + "attn_v.weight", (g, k), None, a.value_projections.shape),
-            # W_O, (D, H Dv), as the file stores it; the model's place holds O_1 ... O_H
-            (p + "attn_output.weight", (d,), None, (d, h * k)),
-            (p + "ffn_gate.weight", (hidden,), None, mlp.gate.weight.shape),
-            (p + "ffn_up.weight", (hidden,), None, mlp.up.weight.shape),
-            (p + "ffn_down.weight", (d,), None, mlp.down.weight.shape),
+    wants = [x.shape for x in places(skeleton)]
+    stack = (blocks,) if scan_blocks else ()
+    for i in range(1 + 3, len(wants), len(kinds)):  # W_O's places: after the table, q, k and v
+        wants[i] = (*stack, d, h * k)
+    values = [matrix("token_embd.weight", (config.vocab_size,))]
+    if scan_blocks:
+        values += [stacked(kind, leading, heads) for kind, leading, heads in kinds]
+    else:
+        values += [
+            matrix(f"blk.{m}.{kind}", leading, heads)
+            for m in range(blocks)
+            for kind, leading, heads in kinds
         ]
-    values, wrong = [], []
-    for name, leading, heads, want in specs:
-        values.append(matrix(name, leading, heads))
-        if values[-1].shape != want:
-            wrong.append(f"{name} {values[-1].shape}, the model's {want}")
+    names = ["token_embd.weight"] + [
+        f"blk.{'*' if scan_blocks else m}.{kind}"
+        for m in range(1 if scan_blocks else blocks)
+        for kind, _, _ in kinds
+    ]
+    wrong = [
+        f"{name} {value.shape}, the model's {want}"
+        for name, value, want in zip(names, values, wants, strict=True)
+        if value.shape != want
+    ]
     if wrong:
         raise ValueError(f"the file's matrices do not fit the model: {'; '.join(wrong)}")
 
-    def places(model):
-        parts = [model.tokeniser.table]
-        for block in model.blocks:
-            a, mlp = block.attention, block.mlp
-            parts += [a.query_projections, a.key_projections, a.value_projections]
-            parts += [a.output_projections, mlp.gate.weight, mlp.up.weight, mlp.down.weight]
-        return parts
-
     model = eqx.tree_at(places, skeleton, values)
     norms = {"final_norm.weight": dequantise(tensors.pop("output_norm.weight"))}
-    for m in range(config.num_blocks):
-        norms[f"blocks.{m}.attention_norm.weight"] = dequantise(
-            tensors.pop(f"blk.{m}.attn_norm.weight")
-        )
-        norms[f"blocks.{m}.mlp_norm.weight"] = dequantise(tensors.pop(f"blk.{m}.ffn_norm.weight"))
+    for part, kind in (("attention_norm", "attn_norm"), ("mlp_norm", "ffn_norm")):
+        each = [dequantise(tensors.pop(f"blk.{m}.{kind}.weight")) for m in range(blocks)]
+        if scan_blocks:
+            norms[f"blocks.{part}.weight"] = np.stack(each)
+        else:
+            norms.update({f"blocks.{m}.{part}.weight": w for m, w in enumerate(each)})
     tensors.pop("output.weight", None)  # a tied model's read-out, when stored, is the table
     if tensors:
         raise ValueError(f"tensors of the file the model does not use: {sorted(tensors)}")

@@ -258,6 +258,7 @@ def load_smollm2(
     *,
     quantised: bool = False,
     vector_format: str | None = None,
+    scan_blocks: bool = False,
 ) -> tuple[LanguageModel, ChatTokeniser]:
     """SmolLM2-135M-Instruct as a :class:`LanguageModel` and its tokeniser.
 
@@ -270,6 +271,9 @@ def load_smollm2(
             a Hugging Face folder's weights quantised to Q8_0. By default, float32.
         vector_format: with ``quantised``, ``"Q8_0"`` rounds the vectors that the matrices
             multiply to Q8_0 blocks first, as llama.cpp does (:meth:`LanguageModel.quantised`).
+        scan_blocks: the 30 blocks stacked and run by one ``lax.scan`` (``LMConfig.scan_blocks``):
+            XLA compiles one block instead of 30, which takes less time and memory. In blocks,
+            the GGUF file's matrices are stacked as they are read.
 
     Raises:
         ValueError: if ``vector_format`` is given for a float32 model.
@@ -280,9 +284,12 @@ def load_smollm2(
     if quantised and found.is_file():
         tokeniser = tokeniser_from_gguf(read_gguf(found)[1])
         gc.collect()  # the first reader's memory is given back before the second reads
-        return quantised_model_from_gguf(found, vector_format=vector_format), tokeniser
+        model = quantised_model_from_gguf(
+            found, vector_format=vector_format, scan_blocks=scan_blocks
+        )
+        return model, tokeniser
     if quantised:
-        model, tokeniser = load_smollm2(found)
+        model, tokeniser = load_smollm2(found, scan_blocks=scan_blocks)
         return model.quantised("Q8_0", vector_format), tokeniser
     if found.is_file():
         tensors, metadata = read_gguf(found)
@@ -293,7 +300,8 @@ def load_smollm2(
         config = config_from_hf(json.loads((found / "config.json").read_text()))
         tokeniser = tokeniser_from_hf(found)
         hf_tensors = hf_tensors_from_folder(found)
-    return model_from_hf_tensors(hf_tensors, config), tokeniser
+    model = model_from_hf_tensors(hf_tensors, config)
+    return (model.stacked() if scan_blocks else model), tokeniser
 
 
 def generate_text(
