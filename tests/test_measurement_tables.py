@@ -60,6 +60,8 @@ BLOCKS_ROWS = {  # the table's rows: the benchmark's names, in order
     "jax": "book's code, float32",
     "jax-blocks": "book's code, blocks",
     "jax-blocks-q8": "blocks, Q8_0 vectors",
+    "jax-blocks-scan": "blocks, scanned",
+    "jax-blocks-q8-scan": "blocks, Q8_0 vectors, scanned",
     "torch": "transformers",
     "llama": "llama.cpp",
 }
@@ -103,6 +105,25 @@ def test_the_blocks_table_is_the_committed_run():
     assert f"rounds the vectors, for the first {agreed['llama']})" in section
     assert f"peaks at {two['jax-blocks']['peak_after_loading_mib']:.0f} MiB" in section
     assert f"peaks at {two['llama']['peak_mib']:.0f} MiB" in section
+    scanned = [two[n] for n in ("jax-blocks-scan", "jax-blocks-q8-scan")]
+    assert (
+        "the peak is then {:,.0f} MiB on two cores ({:,.0f} with Q8_0 vectors)".format(
+            *(r["peak_mib"] for r in scanned)
+        )
+        in section
+    )
+    assert (
+        "decoding runs at {:.1f} and {:.1f} tokens/s".format(
+            *(r["decode_tokens_per_s"] for r in scanned)
+        )
+        in section
+    )
+    scanned_agree = [agreed[n] for n in ("jax-blocks-scan", "jax-blocks-q8-scan")]
+    assert "({} and {} of 64 equal to the float32 model's)".format(*scanned_agree) in section
+    for name in ("jax-blocks", "jax-blocks-q8"):  # "the greedy tokens are the unscanned model's"
+        for threads in (1, 2):
+            unscanned = runs[f"{name}, {threads} thread(s)"]["tokens"]
+            assert runs[f"{name}-scan, {threads} thread(s)"]["tokens"] == unscanned
     fastest = max(two, key=lambda n: two[n]["prefill_tokens_per_s"])
     assert fastest == "torch" and "transformers fills the prompt fastest" in section
 
