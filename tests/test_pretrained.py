@@ -216,6 +216,18 @@ def test_with_q8_0_vectors_the_quantised_model_stays_near_the_float_model(ours):
     assert agree >= 0.9 * len(ids)  # the likeliest next token (measured: 26 of 27)
 
 
+def test_scan_blocks_loads_the_float_model_stacked(ours):
+    model, _ = ours
+    stacked, _ = load_smollm2(GGUF, scan_blocks=True)
+    assert stacked.config.scan_blocks and not model.config.scan_blocks
+    each = [jax.tree.leaves(block) for block in model.blocks]
+    leaves = jax.tree.leaves(stacked.blocks)
+    assert len(leaves) == len(each[0])
+    for i, leaf in enumerate(leaves):  # one stack at a time: the model is 540 MB
+        assert np.array_equal(np.asarray(leaf), np.stack([np.asarray(b[i]) for b in each]))
+    assert np.array_equal(stacked.tokeniser.table, model.tokeniser.table)
+
+
 def test_generate_text_answers_and_checks_its_arguments(ours):
     model, tokenizer = ours
     # 30 tokens and a chat prompt of under 64 tokens: the compilation the test above made.
