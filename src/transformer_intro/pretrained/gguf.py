@@ -415,29 +415,22 @@ def quantised_model_from_gguf(
     stack = (blocks,) if scan_blocks else ()
     for i in range(1 + 3, len(wants), len(kinds)):  # W_O's places: after the table, q, k and v
         wants[i] = (*stack, d, h * k)
-    values = [matrix("token_embd.weight", (config.vocab_size,))]
-    if scan_blocks:
-        values += [stacked(kind, leading, heads) for kind, leading, heads in kinds]
-    else:
-        values += [
-            matrix(f"blk.{m}.{kind}", leading, heads)
-            for m in range(blocks)
-            for kind, leading, heads in kinds
-        ]
-    names = ["token_embd.weight"] + [
-        f"blk.{'*' if scan_blocks else m}.{kind}"
-        for m in range(1 if scan_blocks else blocks)
-        for kind, _, _ in kinds
-    ]
+    named = [("token_embd.weight", matrix("token_embd.weight", (config.vocab_size,)))]
+    for m in range(1 if scan_blocks else blocks):
+        for kind, leading, heads in kinds:
+            if scan_blocks:
+                named.append((f"blk.*.{kind}", stacked(kind, leading, heads)))
+            else:
+                named.append((f"blk.{m}.{kind}", matrix(f"blk.{m}.{kind}", leading, heads)))
     wrong = [
         f"{name} {value.shape}, the model's {want}"
-        for name, value, want in zip(names, values, wants, strict=True)
+        for (name, value), want in zip(named, wants, strict=True)
         if value.shape != want
     ]
     if wrong:
         raise ValueError(f"the file's matrices do not fit the model: {'; '.join(wrong)}")
 
-    model = eqx.tree_at(places, skeleton, values)
+    model = eqx.tree_at(places, skeleton, [value for _, value in named])
     norms = {"final_norm.weight": dequantise(tensors.pop("output_norm.weight"))}
     for part, kind in (("attention_norm", "attn_norm"), ("mlp_norm", "ffn_norm")):
         each = [dequantise(tensors.pop(f"blk.{m}.{kind}.weight")) for m in range(blocks)]
