@@ -36,6 +36,7 @@ the vector itself.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import os
@@ -147,14 +148,7 @@ class QuantisedMatrix(eqx.Module):
         A scanned model's step takes its block's matrices so: the kernel reads matrix m in the
         stack, where a slice (``codes[m]``) would be copied before every product.
         """
-        return QuantisedMatrix(
-            self.codes,
-            self.scales,
-            self.minima,
-            format=self.format,
-            vector_format=self.vector_format,
-            layer=m,
-        )
+        return dataclasses.replace(self, layer=m)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -238,14 +232,7 @@ def with_vector_format(tree, vector_format: str | None):
     def convert(leaf):
         if not isinstance(leaf, QuantisedMatrix):
             return leaf
-        return QuantisedMatrix(
-            leaf.codes,
-            leaf.scales,
-            leaf.minima,
-            format=leaf.format,
-            vector_format=vector_format,
-            layer=leaf.layer,
-        )
+        return dataclasses.replace(leaf, vector_format=vector_format)
 
     is_matrix = lambda x: isinstance(x, QuantisedMatrix)  # noqa: E731
     return jax.tree.map(convert, tree, is_leaf=is_matrix)
