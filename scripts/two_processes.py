@@ -39,6 +39,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def reports(text: str) -> str:
+    """The lines a worker printed itself, each beginning with "process", from its output.
+
+    Gloo, the CPU collectives library, writes its connection reports to the same output, from
+    several threads at once, so that one report can break into another mid-line: its lines are
+    not told apart by how they begin, ours are.
+    """
+    return "".join(line for line in text.splitlines(True) if line.startswith("process "))
+
+
 def launch(args: argparse.Namespace) -> int:
     """Start the workers, wait for them within the timeout, print what each printed."""
     env = dict(os.environ)
@@ -91,9 +101,7 @@ def launch(args: argparse.Namespace) -> int:
             out.close()
             err.close()
     for text, _ in texts:
-        # Gloo, the CPU collectives library, reports its connections on stdout: not ours to show.
-        print("".join(line for line in text.splitlines(True) if not line.startswith("[Gloo]")),
-              end="")  # fmt: skip
+        print(reports(text), end="")
     if timed_out:
         print(f"the {args.processes} processes did not finish within {args.timeout:g} s; "
               "all were stopped", file=sys.stderr)  # fmt: skip

@@ -4,6 +4,7 @@ cell, under nbval.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +37,25 @@ def test_a_failing_process_is_reported_with_its_error(tmp_path):
 def test_one_process_is_refused():
     result = run("--out", "x.npz", "--processes", "1")
     assert result.returncode == 2 and "at least 2" in result.stderr
+
+
+def test_only_the_workers_own_lines_are_shown():
+    spec = importlib.util.spec_from_file_location("two_processes", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    gloo = "is connected to 1 peer ranks. Expected number of connected peer ranks is : 1\n"
+    # a worker's output as one run left it: two of Gloo's threads broke into each other's line
+    text = (
+        "process 1 of 2: my devices cpu:2048, cpu:2049\n"
+        f"[Gloo] Rank [Gloo] Rank 1 {gloo}"
+        f"1 {gloo}"
+        "3\n"
+        "process 1: losses 2.7407 2.3222 2.4006; sum of all parameters 117.9775\n"
+    )
+    assert script.reports(text) == (
+        "process 1 of 2: my devices cpu:2048, cpu:2049\n"
+        "process 1: losses 2.7407 2.3222 2.4006; sum of all parameters 117.9775\n"
+    )
+    # the fragments do not begin as Gloo's lines do: dropping those alone would leave them
+    kept = [line for line in text.splitlines() if not line.startswith("[Gloo]")]
+    assert len(kept) == 4
