@@ -6,6 +6,8 @@
   callbacks, and placement on a device mesh as a mode;
 * :class:`History`: what a run records, and :func:`retrace`: a saved run's first steps trained
   again and checked against its history;
+* :func:`fit_or_replay`: what a chapter's training cell calls; it replays the saved run when
+  nothing differs from it, and trains the reader's variant (a :class:`Run`) when anything does;
 * :func:`save_checkpoint` / :func:`load_checkpoint`: one file format for every model, and
   :func:`save_adapter` / :func:`load_adapter`: a low-rank adapter alone, in the same format.
 
@@ -17,6 +19,7 @@ from .checkpoints import (
     CheckpointError,
     CheckpointInfo,
     check_resumable,
+    checkpoint_header,
     load_adapter,
     load_checkpoint,
     save_adapter,
@@ -27,9 +30,11 @@ from .history import History
 from .loop import (
     Every,
     NonFiniteLoss,
+    Run,
     RunDiverged,
     batch_key,
     fit,
+    fit_or_replay,
     loss_differences,
     retrace,
     run_steps,
@@ -44,11 +49,14 @@ __all__ = [
     "History",
     "NonFiniteLoss",
     "Recipe",
+    "Run",
     "RunDiverged",
     "batch_key",
     "check_resumable",
+    "checkpoint_header",
     "decay_mask",
     "fit",
+    "fit_or_replay",
     "gradients",
     "load_adapter",
     "load_checkpoint",

@@ -45,6 +45,7 @@ __all__ = [
     "CheckpointInfo",
     "FORMAT",
     "check_resumable",
+    "checkpoint_header",
     "load_adapter",
     "load_checkpoint",
     "save_adapter",
@@ -193,6 +194,24 @@ def load_checkpoint(
             model, opt_state = _read_arrays(f, path, model, header["model_class"]), None
     info = CheckpointInfo(recipe, history, header["step"], header["extra"], opt_state, header)
     return model, info
+
+
+def checkpoint_header(path: str | os.PathLike) -> CheckpointInfo:
+    """What a checkpoint's header holds (recipe, history, step, extra), without reading an array.
+
+    ``info.header`` holds the header itself: the model's class (``"model_class"``) and its
+    configuration (``"model_config"``), as JSON values.
+
+    Raises:
+        FileNotFoundError: if there is no file at ``path``.
+        CheckpointError: if the file is not a checkpoint, or its recipe or history is not valid.
+    """
+    path = Path(path)
+    with _open(path) as f:
+        header = _read_header(f, path)
+    recipe = _optional(Recipe, header["recipe"], "recipe", path)
+    history = _optional(History, header["history"], "history", path)
+    return CheckpointInfo(recipe, history, header["step"], header["extra"], None, header)
 
 
 def weights_fingerprint(model: eqx.Module) -> str:

@@ -1,5 +1,8 @@
 """``fit``: the one training loop. Every chapter, benchmark and the multi-device chapter use it.
 
+A chapter's training cell calls :func:`fit_or_replay`: it replays the saved run when the reader
+changed nothing, and trains the reader's variant with ``fit`` when anything differs.
+
 Its core is short: step t draws its batch from the task with the key ``fold_in(PRNGKey(seed), t)``
 and takes one :func:`~transformer_intro.training.step.train_step`; ``recipe.steps_per_call``
 such steps run in one compiled ``lax.scan`` on the device, and between calls the host only logs,
@@ -10,10 +13,12 @@ step, a run resumed from a checkpoint replays exactly the batches of an uninterr
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -23,7 +28,14 @@ from tqdm import tqdm  # plain text bar: no widget JavaScript, the same in a ter
 
 from .. import parallel
 from ..xla_flags import optimised_jit
-from .checkpoints import CheckpointError, check_resumable, load_checkpoint, save_checkpoint
+from .checkpoints import (
+    CheckpointError,
+    CheckpointInfo,
+    check_resumable,
+    checkpoint_header,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .history import History
 from .recipe import Recipe
 from .step import train_step
@@ -31,9 +43,11 @@ from .step import train_step
 __all__ = [
     "Every",
     "NonFiniteLoss",
+    "Run",
     "RunDiverged",
     "batch_key",
     "fit",
+    "fit_or_replay",
     "loss_differences",
     "retrace",
     "run_steps",
@@ -46,6 +60,14 @@ class NonFiniteLoss(ValueError):
 
 class RunDiverged(ValueError):
     """A run's first steps, trained again, did not retrace the saved run's training losses."""
+
+
+# What RunDiverged tells the reader to do: a changed run is trained, not replayed.
+_DIVERGED_FIX = (
+    "to train a changed model, recipe or data as a run of its own, call "
+    "fit_or_replay (it trains any variant of the saved run) or fit; to replay the saved run, "
+    "build the starting model, task and recipe exactly as the saved run did"
+)
 
 
 def batch_key(seed: int, step) -> jax.Array:
@@ -262,7 +284,8 @@ def retrace(
     Raises:
         CheckpointError: if the checkpoint holds no recipe or no history.
         ValueError: if ``steps`` is not between 1 and the saved run's steps.
-        RunDiverged: if a logged loss differs by more than ``rtol``, or no logged span is shared.
+        RunDiverged: if a logged loss differs by more than ``rtol`` (the replay stops at the first
+            logged span that does), or no logged span is shared.
     """
     saved_model, info = load_checkpoint(checkpoint_path)
     if info.recipe is None or info.history is None:
@@ -275,23 +298,259 @@ def retrace(
             f"steps must be between 1 and the saved run's {info.recipe.steps}, got {steps}"
         )
     stop = Every(steps, lambda step, model, history: True)
+
+    def stop_at_divergence(step, model, history):
+        # A logged span that already differs ends the replay there, after at most
+        # recipe.steps_per_call steps, rather than after all of them.
+        differences = loss_differences(history, info.history)
+        return bool(differences) and max(differences.values()) > rtol
+
     # Full float32 products: on a GPU the default (TF32) rounds each product far more coarsely
     # than the float32 run being compared with; on a CPU the two are the same arithmetic.
     with jax.default_matmul_precision("highest"):
-        _, retraced = fit(model, task, info.recipe, callbacks=[*callbacks, stop], progress=progress)
+        _, retraced = fit(
+            model,
+            task,
+            info.recipe,
+            callbacks=[*callbacks, stop, stop_at_divergence],
+            progress=progress,
+        )
     differences = loss_differences(retraced, info.history)
     if not differences:
         raise RunDiverged(
-            f"no logged span of the first {steps} steps matches one of {checkpoint_path}'s history"
+            f"no logged span of the first {steps} steps matches one of {checkpoint_path}'s "
+            f"history: {_DIVERGED_FIX}"
         )
     worst = max(differences, key=differences.get)
     if differences[worst] > rtol:
         raise RunDiverged(
             f"steps {worst[0] + 1} to {worst[1]} logged a training loss {differences[worst]:.2e} "
             f"(relative) away from {checkpoint_path}'s, more than rtol={rtol:g}: this is not the "
-            "saved run (another starting model, seed, recipe or data?)"
+            f"saved run (another starting model, seed, recipe or data); {_DIVERGED_FIX}"
         )
+    if retraced.step[-1] != steps:
+        raise RunDiverged(f"the replay of {checkpoint_path} stopped at step {retraced.step[-1]}")
     return saved_model, info, retraced
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A training run as :func:`fit_or_replay` returns it: the saved run, or the reader's own.
+
+    ``model, history = run`` unpacks it as :func:`fit`'s result.
+
+    Attributes:
+        model: the trained model (the saved run's, or the one trained here).
+        history: its whole history; a chapter's later cells draw and print this.
+        recipe: the recipe it was trained with.
+        variant: True when this is not the saved run (its model, recipe, data or extra differ),
+            and the run was trained here.
+        message: the one sentence :func:`fit_or_replay` printed: what was replayed, or what
+            differs from the saved run and what is trained instead.
+        changes: each difference from the saved run, as ``"name old -> new"`` (empty when none).
+        replayed: the history of the first steps trained again and checked; None when trained.
+        info: the saved run's checkpoint info when it was loaded (its ``extra``, ``step``), else
+            None.
+    """
+
+    model: Any
+    history: History
+    recipe: Recipe
+    variant: bool
+    message: str
+    changes: tuple[str, ...] = ()
+    replayed: History | None = None
+    info: CheckpointInfo | None = None
+
+    def __iter__(self):
+        return iter((self.model, self.history))
+
+    def claim(self, holds, statement: str) -> bool:
+        """Check one of the chapter's statements about its run.
+
+        On the saved run the statement must hold (an ``AssertionError`` naming it otherwise):
+        it is what the prose says. On a reader's variant it need not, so it is printed with
+        whether it holds for this run, and nothing is raised.
+
+        Returns:
+            Whether the statement holds.
+        """
+        holds = bool(holds)
+        if not self.variant:
+            assert holds, f"the saved run should show this, and does not: {statement}"
+        else:
+            print(f"your run: {statement}: {'yes' if holds else 'no'}")
+        return holds
+
+
+def fit_or_replay(
+    model,
+    task,
+    recipe: Recipe,
+    checkpoint_path: str | os.PathLike,
+    *,
+    replay_steps: int,
+    train_all: bool = False,
+    eval_every: int | None = None,
+    callbacks: Sequence[Callable] = (),
+    extra: dict | None = None,
+    save_path: str | os.PathLike | None = None,
+    rtol: float = 1e-3,
+    progress: bool = True,
+    verbose: bool = True,
+) -> Run:
+    """Replay the saved run when nothing differs from it; otherwise train the reader's variant.
+
+    A chapter's training cell calls this. The saved run at ``checkpoint_path`` is compared with
+    what the cell built, from the checkpoint's header alone (no array is read): the model's
+    class and configuration, every field of the recipe (the seed is one), and each key of
+    ``extra`` given (a tokeniser, say). The starting weights and the data cannot be compared
+    from a header; the replay compares them: its first logged span of
+    ``recipe.steps_per_call`` steps already differs when either does.
+
+    * Nothing differs: the first ``replay_steps`` steps are trained again with :func:`retrace`
+      and every logged training loss checked against the saved history to ``rtol``; the saved
+      model and history are returned. This path costs what ``retrace`` costs, and no more.
+    * Something differs, or the replay's losses do: one sentence says what ("learning_rate
+      0.002 -> 0.01: training your variant here, about 4 minutes at the saved run's speed"; the
+      estimate is the saved run's seconds per step scaled by the steps and the batch size), and
+      :func:`fit` trains the run, with a progress bar. The saved checkpoint is left as it is.
+    * ``train_all=True``: :func:`fit` trains the run whether or not it differs.
+
+    Args:
+        model: the starting model (built from its configuration and key, untrained).
+        task: the task to train on.
+        recipe: the recipe to train with.
+        checkpoint_path: the saved run, written by ``save_checkpoint`` with its recipe and
+            history.
+        replay_steps: K, how many of the saved run's first steps to train again and check; a
+            multiple of ``recipe.steps_per_call``, so that each is a logged span.
+        train_all: train all of ``recipe.steps`` here even when nothing differs.
+        eval_every: as :func:`fit`'s, for a run trained here (a replayed run's history holds
+            the saved run's evaluations).
+        callbacks: as :func:`fit`'s; called during the steps trained here, replayed or not.
+        extra: what else defines the run, compared key by key with the saved checkpoint's
+            ``extra`` (the keys not given are not compared), and saved with a variant.
+        save_path: where to save a run trained here (with its recipe, history and ``extra``);
+            None saves nothing. A variant is never saved at ``checkpoint_path``.
+        rtol: the largest relative difference allowed between a replayed logged loss and the
+            saved one.
+        progress: show a progress bar while training a run (a replay shows none).
+        verbose: print the message.
+
+    Returns:
+        A :class:`Run`; ``model, history = run`` unpacks it.
+
+    Raises:
+        FileNotFoundError: if there is no checkpoint at ``checkpoint_path``.
+        CheckpointError: if the checkpoint holds no recipe or no history.
+        ValueError: if ``replay_steps`` is not a positive multiple of ``recipe.steps_per_call``
+            within the saved run, or a variant would be saved over ``checkpoint_path``.
+    """
+    path = Path(checkpoint_path)
+    saved = checkpoint_header(path)  # no array is read
+    if saved.recipe is None or saved.history is None:
+        raise CheckpointError(
+            f"{path} holds no recipe or no history: save_checkpoint(..., recipe=, history=) "
+            "writes both, and a run can only be replayed from them"
+        )
+    header, saved_recipe, saved_history = saved.header, saved.recipe, saved.history
+    steps = recipe.steps_per_call
+    if replay_steps < 1 or replay_steps % steps or replay_steps > saved_recipe.steps:
+        raise ValueError(
+            f"replay_steps must be a positive multiple of recipe.steps_per_call={steps} and at "
+            f"most the saved run's {saved_recipe.steps} steps, got {replay_steps}"
+        )
+    changes = tuple(_differences(header, saved_recipe, model, recipe, extra))
+    replay_rtol = f"{rtol:.0e}".replace("e-0", "e-")
+    if not changes and not train_all:
+        try:
+            saved_model, info, replayed = retrace(
+                model,
+                task,
+                path,
+                steps=replay_steps,
+                rtol=rtol,
+                callbacks=callbacks,
+                progress=False,
+            )
+        except RunDiverged as diverged:
+            why = str(diverged).split(": this is not the saved run")[0]
+            reason = (
+                f"{why}, with the saved run's configuration and recipe: your starting weights "
+                "or data differ from the saved run's (or the code does)"
+            )
+        else:
+            message = (
+                f"steps 1-{replay_steps} retrace the saved run (every logged loss within "
+                f"{replay_rtol}); loaded its {saved_recipe.steps} steps"
+            )
+            if verbose:
+                print(message)
+            return Run(saved_model, info.history, info.recipe, False, message, (), replayed, info)
+    elif changes:
+        reason = ", ".join(changes)
+    else:
+        reason = f"train_all=True: the saved run's {saved_recipe.steps} steps trained again"
+    variant = bool(changes) or not train_all
+    if variant and save_path is not None and Path(save_path).resolve() == path.resolve():
+        raise ValueError(
+            f"save_path is the saved run's own file, {path}: a variant is saved elsewhere"
+        )
+    what = "training your variant here" if variant else "training it here"
+    message = f"{reason}: {what}, {_estimate(saved_history, saved_recipe, recipe)}"
+    if verbose:
+        print(message)
+    trained, history = fit(
+        model, task, recipe, eval_every=eval_every, callbacks=callbacks, progress=progress
+    )
+    if save_path is not None:
+        save_checkpoint(
+            save_path,
+            trained,
+            recipe=recipe,
+            history=history,
+            step=history.step[-1],
+            extra=extra,
+        )
+    return Run(trained, history, recipe, variant, message, changes)
+
+
+def _differences(header, saved_recipe: Recipe, model, recipe: Recipe, extra) -> list[str]:
+    """``"name old -> new"`` for each difference between a saved run's header and this run."""
+    changes = []
+    name = type(model).__name__
+    config = getattr(model, "config", None)
+    if name != header["model_class"] or not dataclasses.is_dataclass(config):
+        changes.append(f"model {header['model_class']} -> {name}")
+    else:
+        saved = header["model_config"]
+        given = json.loads(config.to_json())
+        changes += [
+            f"model {key} {saved.get(key)!r} -> {given.get(key)!r}"
+            for key in given
+            if saved.get(key) != given.get(key)
+        ]
+    changes += [
+        f"{f.name} {getattr(saved_recipe, f.name)!r} -> {getattr(recipe, f.name)!r}"
+        for f in dataclasses.fields(recipe)
+        if getattr(saved_recipe, f.name) != getattr(recipe, f.name)
+    ]
+    saved_extra = header["extra"] or {}
+    for key, value in (extra or {}).items():
+        if json.loads(json.dumps(value)) != saved_extra.get(key):
+            changes.append(f"{key} (another one than the saved run's)")
+    return changes
+
+
+def _estimate(saved_history: History, saved_recipe: Recipe, recipe: Recipe) -> str:
+    """How long ``recipe`` will train, from the saved run's own seconds per step, as words."""
+    if not saved_history.step or not saved_history.seconds:
+        return "for an unknown time (the saved run logged none)"
+    per_step = saved_history.seconds[-1] / saved_history.step[-1]
+    seconds = per_step * recipe.steps * recipe.batch_size / saved_recipe.batch_size
+    when = f"{seconds:.0f} seconds" if seconds < 90 else f"{seconds / 60:.0f} minutes"
+    return f"about {when} at the saved run's speed (an estimate, evaluations not counted)"
 
 
 def loss_differences(history: History, other: History) -> dict[tuple[int, int], float]:

@@ -1,0 +1,246 @@
+"""The reader's experiments: a chapter's training cell replays the saved run or trains a variant.
+
+``fit_or_replay`` replays the saved run's first steps when nothing differs from it, and trains
+the reader's run when anything does (recipe, model, seed, starting weights, data), naming what
+differs. The chapter tests change the recipe of chapters 8 and 9, shortened so that they run in
+seconds, and run the rest of the chapter's code cells on the variant, with a control that the
+unchanged recipe still replays.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from transformer_intro import VisionTransformer, ViTConfig
+from transformer_intro.tasks import ImageClassification
+from transformer_intro.training import (
+    Recipe,
+    Run,
+    RunDiverged,
+    fit,
+    fit_or_replay,
+    load_checkpoint,
+    retrace,
+    save_checkpoint,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_VIT = ViTConfig(
+    image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32, num_classes=4
+)
+
+
+def digits(n=64, seed=0):
+    """Images whose label is which quadrant is bright: learnable in a few steps."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, n)
+    images = rng.integers(0, 40, (n, 8, 8)).astype(np.uint8)
+    for i, label in enumerate(labels):
+        r, c = divmod(int(label), 2)
+        images[i, 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] += 200
+    return images, labels
+
+
+RECIPE = Recipe(steps=12, batch_size=16, learning_rate=3e-3, warmup_steps=2, steps_per_call=4)
+
+
+def start(config=TINY_VIT, seed=0):
+    return VisionTransformer(config, key=jax.random.PRNGKey(seed))
+
+
+@pytest.fixture(scope="module")
+def task():
+    return ImageClassification(digits(), digits(32, seed=1), max_shift=1, eval_batch_size=20)
+
+
+@pytest.fixture(scope="module")
+def saved(task, tmp_path_factory):
+    """A saved run of RECIPE from start(), as a chapter's committed checkpoint is."""
+    model, history = fit(start(), task, RECIPE, eval_every=4, progress=False)
+    path = tmp_path_factory.mktemp("saved") / "run.eqx"
+    save_checkpoint(path, model, recipe=RECIPE, history=history, step=RECIPE.steps)
+    return path, model, history
+
+
+class Counter:
+    """A callback that records the steps at which it was called."""
+
+    def __init__(self):
+        self.called = []
+
+    def __call__(self, step, model, history):
+        self.called.append(step)
+
+
+def leaves_equal(a, b) -> bool:
+    return all(
+        np.array_equal(x, y)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+    )
+
+
+def test_unchanged_run_replays_its_first_steps_and_loads_the_saved_run(task, saved, capsys):
+    path, model, history = saved
+    before = path.read_bytes()
+    seen = Counter()
+    run = fit_or_replay(start(), task, RECIPE, path, replay_steps=8, callbacks=[seen])
+    assert isinstance(run, Run) and not run.variant and run.changes == ()
+    assert seen.called == [4, 8]  # trained no step beyond K = 8
+    assert run.replayed.step == [4, 8]
+    assert leaves_equal(run.model, model) and run.history == history and run.recipe == RECIPE
+    trained, logged = run  # unpacks as fit's result
+    assert trained is run.model and logged is run.history
+    printed = capsys.readouterr().out
+    assert "steps 1-8 retrace the saved run (every logged loss within 1e-3)" in printed
+    assert "variant" not in printed
+    assert path.read_bytes() == before
+
+
+def test_a_changed_recipe_field_is_named_with_both_values_and_trained(task, saved, capsys):
+    path, model, history = saved
+    before = path.read_bytes()
+    changed = RECIPE.replace(learning_rate=1e-2, steps=8)
+    seen = Counter()
+    run = fit_or_replay(
+        start(),
+        task,
+        changed,
+        path,
+        replay_steps=8,
+        eval_every=4,
+        callbacks=[seen],
+        progress=False,
+    )
+    assert run.variant and run.replayed is None and run.info is None
+    assert run.changes == ("steps 12 -> 8", "learning_rate 0.003 -> 0.01")
+    printed = capsys.readouterr().out
+    assert printed.startswith("steps 12 -> 8, learning_rate 0.003 -> 0.01: training your variant")
+    assert re.search(r"about \d+ seconds at the saved run's speed", printed)
+    # what was trained is the reader's run: fit's own result for that recipe
+    expected, expected_history = fit(start(), task, changed, eval_every=4, progress=False)
+    assert leaves_equal(run.model, expected)
+    assert run.history.train_loss == expected_history.train_loss  # the clock differs
+    assert run.history.step[-1] == 8 and seen.called == [4, 8]
+    assert not leaves_equal(run.model, model)
+    assert path.read_bytes() == before  # the saved run is left as it was
+
+
+def test_a_changed_model_configuration_is_named_and_trained(task, saved, capsys):
+    path, _, _ = saved
+    wider = TINY_VIT.replace(dim=32, mlp_hidden_dim=64)
+    run = fit_or_replay(start(wider), task, RECIPE, path, replay_steps=4, progress=False)
+    assert run.variant and run.changes == ("model dim 16 -> 32", "model mlp_hidden_dim 32 -> 64")
+    assert "model dim 16 -> 32, model mlp_hidden_dim 32 -> 64: training your variant" in (
+        capsys.readouterr().out
+    )
+    assert run.model.config == wider and run.history.step[-1] == RECIPE.steps
+
+
+def test_a_changed_seed_is_named_and_trained(task, saved, capsys):
+    path, _, history = saved
+    run = fit_or_replay(start(), task, RECIPE.replace(seed=1), path, replay_steps=4, progress=False)
+    assert run.variant and run.changes == ("seed 0 -> 1",)
+    assert "seed 0 -> 1: training your variant" in capsys.readouterr().out
+    assert run.history.train_loss != history.train_loss  # other batches
+
+
+def test_other_starting_weights_or_data_are_found_by_the_replay_and_trained(task, saved, capsys):
+    path, _, history = saved
+    seen = Counter()
+    run = fit_or_replay(
+        start(seed=1), task, RECIPE, path, replay_steps=8, callbacks=[seen], progress=False
+    )
+    printed = capsys.readouterr().out
+    assert run.variant and run.changes == ()
+    # the replay stopped at its first logged span, then the variant trained all its steps
+    assert seen.called == [4, 4, 8, 12]
+    assert "steps 1 to 4 logged a training loss" in printed
+    assert "your starting weights or data differ from the saved run's" in printed
+    assert "training your variant here" in printed
+    other_data = ImageClassification(digits(seed=2), digits(32, seed=1), max_shift=1)
+    run = fit_or_replay(start(), other_data, RECIPE, path, replay_steps=8, progress=False)
+    assert run.variant and run.history.train_loss != history.train_loss
+
+
+def test_train_all_trains_the_unchanged_run_and_says_it_is_not_a_variant(task, saved, capsys):
+    path, model, history = saved
+    run = fit_or_replay(
+        start(), task, RECIPE, path, replay_steps=4, train_all=True, eval_every=4, progress=False
+    )
+    printed = capsys.readouterr().out
+    assert not run.variant and "variant" not in printed and "train_all=True" in printed
+    assert run.history.train_loss == pytest.approx(history.train_loss, rel=1e-5)
+
+
+def test_extra_is_compared_and_a_variant_is_never_saved_over_the_saved_run(
+    task, saved, tmp_path, capsys
+):
+    path, _, _ = saved
+    with_extra = tmp_path / "with_extra.eqx"
+    model, history = load_checkpoint(path)[0], load_checkpoint(path)[1].history
+    save_checkpoint(
+        with_extra, model, recipe=RECIPE, history=history, step=12, extra={"symbols": list("ab")}
+    )
+    same = fit_or_replay(
+        start(), task, RECIPE, with_extra, replay_steps=4, extra={"symbols": ["a", "b"]}
+    )
+    assert not same.variant
+    other = fit_or_replay(
+        start(),
+        task,
+        RECIPE.replace(steps=4, warmup_steps=1),
+        with_extra,
+        replay_steps=4,
+        extra={"symbols": list("abc")},
+        save_path=tmp_path / "mine.eqx",
+        progress=False,
+    )
+    assert other.variant and "symbols (another one than the saved run's)" in other.changes
+    reloaded, info = load_checkpoint(tmp_path / "mine.eqx")
+    assert leaves_equal(reloaded, other.model) and info.extra == {"symbols": ["a", "b", "c"]}
+    with pytest.raises(ValueError, match="a variant is saved elsewhere"):
+        fit_or_replay(
+            start(),
+            task,
+            RECIPE.replace(seed=3),
+            path,
+            replay_steps=4,
+            save_path=path,
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="multiple of recipe.steps_per_call=4"):
+        fit_or_replay(start(), task, RECIPE, path, replay_steps=6)
+
+
+def test_claim_asserts_on_the_saved_run_and_reports_on_a_variant(task, saved, capsys):
+    path, _, _ = saved
+    replayed = fit_or_replay(start(), task, RECIPE, path, replay_steps=4)
+    assert replayed.claim(True, "the loss falls")
+    with pytest.raises(AssertionError, match="the saved run should show this.*the loss falls"):
+        replayed.claim(False, "the loss falls")
+    capsys.readouterr()
+    variant = fit_or_replay(
+        start(),
+        task,
+        RECIPE.replace(steps=4, warmup_steps=1),
+        path,
+        replay_steps=4,
+        progress=False,
+    )
+    capsys.readouterr()
+    assert variant.claim(False, "the loss falls") is False
+    assert capsys.readouterr().out == "your run: the loss falls: no\n"
+
+
+def test_run_diverged_names_the_fix(task, saved):
+    path, _, _ = saved
+    with pytest.raises(RunDiverged) as raised:
+        retrace(start(seed=1), task, path, steps=8, progress=False)
+    message = str(raised.value)
+    assert "this is not the saved run" in message and "fit_or_replay" in message
+    assert "trains any variant" in message
