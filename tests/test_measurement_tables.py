@@ -216,12 +216,13 @@ def test_the_ablation_prose_follows_from_its_file():
     assert f"for the same {measured['budget_seconds']:.0f} s" in text
     calls = {run["recipe"]["steps_per_call"] for run in measured["runs"]}
     assert calls == {25} and "each compiled call of 25 steps" in text
-    single = [
-        r for r in measured["runs"] if r["name"] != "baseline" and "combined" not in r["name"]
-    ]
-    assert min(single, key=lambda r: r["nats_per_char"])["name"] == "muon"
+    single: dict[str, list[float]] = {}  # each change alone: its losses, a seed each
+    for run in measured["runs"]:
+        if run["name"] != "baseline" and "combined" not in run["name"]:
+            single.setdefault(run["name"], []).append(run["nats_per_char"])
+    assert min(single, key=lambda name: sum(single[name]) / len(single[name])) == "muon"
     assert "Of the single changes, Muon lowers the loss most" in text
-    assert {r["recipe"]["seed"] for r in measured["runs"]} == {0} and "one run of one seed" in text
+    assert "the seed column says which seeds each row ran" in text
 
 
 def test_the_llama_cpp_prose_follows_from_its_file():
