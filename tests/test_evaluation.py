@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
+from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS, load_play, load_shakespeare
 from transformer_intro.models import SHAKESPEARE_CONFIG, LanguageModel
 from transformer_intro.tokenisers import BytePairEncoding, Vocabulary
 from transformer_intro.training.evaluation import (
     TextLoss,
     character_counts,
     clopper_pearson_interval,
+    held_out_passages,
     scoring_windows,
     text_loss,
     token_loss,
@@ -216,6 +218,19 @@ def test_a_tokeniser_that_loses_characters_is_an_error():
 def test_characters_must_cover_every_id():
     with pytest.raises(ValueError, match="one count per token id"):
         token_loss(Uniform(5), np.array([0, 4, 2]), np.ones(3, np.int64), context=4)
+
+
+def test_held_out_passages_are_the_middle_of_each_held_out_play():
+    passages = held_out_passages()
+    assert [len(p) for p in passages] == [25_000] * 4
+    train = load_shakespeare("train")
+    for name, passage in zip(VALIDATION_PLAYS, passages, strict=True):
+        play = load_play(name)
+        start = play.index(passage)
+        assert abs(start - (len(play) - len(passage) - start)) <= 1  # centred
+        assert passage[1000:1200] not in train  # held out: not in the training plays
+    with pytest.raises(ValueError, match="fewer than"):
+        held_out_passages(10**6)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,11 +32,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ..datasets.shakespeare import VALIDATION_PLAYS, load_play
+
 __all__ = [
+    "HELD_OUT_CHARACTERS_PER_PLAY",
     "TextLoss",
     "Windows",
     "character_counts",
     "clopper_pearson_interval",
+    "held_out_passages",
     "language_model_logits",
     "scoring_windows",
     "text_loss",
@@ -334,6 +338,31 @@ def text_loss(
             description=label,
         )
     return total
+
+
+HELD_OUT_CHARACTERS_PER_PLAY = 25_000
+
+
+def held_out_passages(characters_per_play: int = HELD_OUT_CHARACTERS_PER_PLAY) -> list[str]:
+    """The middle ``characters_per_play`` characters of each of chapter 9's four held-out plays.
+
+    The book's comparison of language models (chapter 15) reads these 4 x 25,000 = 100,000
+    characters: the middle of each play, clear of the title and the list of characters, in
+    the order of :data:`~transformer_intro.datasets.shakespeare.VALIDATION_PLAYS`.
+
+    Raises:
+        ValueError: if a play is shorter than ``characters_per_play``.
+    """
+    passages = []
+    for name in VALIDATION_PLAYS:
+        play = load_play(name)
+        if len(play) < characters_per_play:
+            raise ValueError(
+                f"{name} has {len(play):,} characters, fewer than the {characters_per_play:,} asked"
+            )
+        start = (len(play) - characters_per_play) // 2
+        passages.append(play[start : start + characters_per_play])
+    return passages
 
 
 # ---------------------------------------------------------------------------------------------
