@@ -9,6 +9,7 @@ from collections import Counter
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 
 def _naive_softmax(scores):
@@ -123,6 +124,112 @@ def _rope_backwards(x, positions, base=10_000.0):
     a, b = x[:, 0::2], x[:, 1::2]
     c, s = jnp.cos(angle), jnp.sin(angle)
     return jnp.stack([a * c + b * s, -a * s + b * c], axis=-1).reshape(x.shape)
+
+
+def _adamw(grads, params, mu, nu, t, lr, b1, b2, eps, wd, decay, *, mistake=None):
+    """AdamW as a reader writes it; ``mistake`` names the one slip it makes."""
+    new, new_mu, new_nu = {}, {}, {}
+    for name in grads:
+        g, theta = grads[name], params[name]
+        decayed = decay[name] or mistake == "every array"
+        if mistake == "L2 in the gradient" and decayed:
+            g = g + wd * theta
+        m = b1 * mu[name] + (1 - b1) * g
+        v = b2 * nu[name] + (1 - b2) * g * g
+        if mistake == "no correction":
+            m_hat, v_hat = m, v
+        elif mistake == "b**t":
+            m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
+        else:
+            m_hat, v_hat = m / (1 - b1 ** (t + 1)), v / (1 - b2 ** (t + 1))
+        if mistake == "eps inside":
+            update = m_hat / jnp.sqrt(v_hat + eps)
+        else:
+            update = m_hat / (jnp.sqrt(v_hat) + eps)
+        if decayed and mistake != "L2 in the gradient":
+            update = update + wd * theta
+        new[name] = theta - lr * update
+        if mistake == "hats kept":
+            new_mu[name], new_nu[name] = m_hat, v_hat
+        else:
+            new_mu[name], new_nu[name] = m, v
+    return new, new_mu, new_nu
+
+
+def _adamw_with(mistake):
+    return lambda *args: _adamw(*args, mistake=mistake)
+
+
+def _adamw_decay_outside_rate(grads, params, mu, nu, t, lr, b1, b2, eps, wd, decay):
+    new, mu, nu = _adamw(grads, params, mu, nu, t, lr, b1, b2, eps, 0.0, decay)
+    return {k: p - wd * params[k] if decay[k] else p for k, p in new.items()}, mu, nu
+
+
+def _norm(tree):
+    return jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree_util.tree_leaves(tree)))
+
+
+def _step(params, opt_state, batch, loss, optimiser, clip_norm, *, mistake=None):
+    """One training step as a reader writes it; ``mistake`` names the one slip it makes."""
+    value, grads = jax.value_and_grad(loss)(params, batch)
+    norm = _norm(grads)
+    if mistake == "per array":
+        grads = {k: g * jnp.minimum(1.0, clip_norm / jnp.linalg.norm(g)) for k, g in grads.items()}
+    elif mistake == "always":
+        grads = jax.tree_util.tree_map(lambda g: g * clip_norm / norm, grads)
+    elif mistake not in ("no clip", "clip after"):
+        grads = jax.tree_util.tree_map(lambda g: g * jnp.minimum(1.0, clip_norm / norm), grads)
+    updates, new_state = optimiser.update(grads, opt_state, params)
+    if mistake == "clip after":
+        scale = jnp.minimum(1.0, clip_norm / _norm(updates))
+        updates = jax.tree_util.tree_map(lambda u: u * scale, updates)
+    if mistake == "not applied":
+        new_params = params
+    elif mistake == "minus":
+        new_params = jax.tree_util.tree_map(lambda p, u: p - u, params, updates)
+    else:
+        new_params = optax.apply_updates(params, updates)
+    if mistake == "loss after":
+        value = loss(new_params, batch)
+    return new_params, opt_state if mistake == "old state" else new_state, value
+
+
+def _step_with(mistake):
+    return lambda *args: _step(*args, mistake=mistake)
+
+
+def _cached_unscaled(cache_keys, cache_values, key, value, query, t):
+    cache_keys, cache_values = cache_keys.at[t].set(key), cache_values.at[t].set(value)
+    weights = jax.nn.softmax(cache_keys[: t + 1] @ query)
+    return weights @ cache_values[: t + 1], cache_keys, cache_values
+
+
+def _cached_whole_window(cache_keys, cache_values, key, value, query, t):
+    cache_keys, cache_values = cache_keys.at[t].set(key), cache_values.at[t].set(value)
+    weights = jax.nn.softmax(cache_keys @ query / jnp.sqrt(len(query)))
+    return weights @ cache_values, cache_keys, cache_values
+
+
+def _cached_read_then_write(cache_keys, cache_values, key, value, query, t):
+    # attends over the rows already there, then writes: the token never reads itself
+    n = max(t, 1)
+    weights = jax.nn.softmax(cache_keys[:n] @ query / jnp.sqrt(len(query)))
+    out = weights @ cache_values[:n]
+    return out, cache_keys.at[t].set(key), cache_values.at[t].set(value)
+
+
+def _cached_after_last(cache_keys, cache_values, key, value, query, t):
+    row = min(t + 1, cache_keys.shape[0] - 1)
+    cache_keys, cache_values = cache_keys.at[row].set(key), cache_values.at[row].set(value)
+    weights = jax.nn.softmax(cache_keys[: t + 1] @ query / jnp.sqrt(len(query)))
+    return weights @ cache_values[: t + 1], cache_keys, cache_values
+
+
+def _cached_unwritten(cache_keys, cache_values, key, value, query, t):
+    keys = jnp.concatenate([cache_keys[:t], key[None]])
+    values = jnp.concatenate([cache_values[:t], value[None]])
+    weights = jax.nn.softmax(keys @ query / jnp.sqrt(len(query)))
+    return weights @ values, cache_keys, cache_values
 
 
 # name -> [(wrong function, the diagnosis key it must get), ...]
@@ -350,6 +457,25 @@ MISTAKES = {
             "decay_to_zero",
         ),
     ],
+    "adamw_update": [
+        (_adamw_with("no correction"), "no_bias_correction"),
+        (_adamw_with("b**t"), "bias_correction_from_one"),
+        (_adamw_with("hats kept"), "returned_corrected_moments"),
+        (_adamw_with("every array"), "decay_on_every_array"),
+        (_adamw_with("L2 in the gradient"), "coupled_decay"),
+        (_adamw_decay_outside_rate, "decay_without_learning_rate"),
+        (_adamw_with("eps inside"), "eps_inside_sqrt"),
+    ],
+    "training_step": [
+        (_step_with("not applied"), "not_applied"),
+        (_step_with("minus"), "updates_subtracted"),
+        (_step_with("clip after"), "clipped_updates"),
+        (_step_with("no clip"), "not_clipped"),
+        (_step_with("per array"), "clipped_per_array"),
+        (_step_with("always"), "always_rescaled"),
+        (_step_with("loss after"), "loss_after_update"),
+        (_step_with("old state"), "old_state"),
+    ],
     "causal_mask_by_hand": [
         (lambda n: jnp.tril(jnp.ones((n, n), dtype=bool)), "transposed"),
         (lambda n: jnp.arange(n)[:, None] < jnp.arange(n), "excludes_itself"),
@@ -368,6 +494,13 @@ MISTAKES = {
     "next_symbol_pairs": [
         (lambda w: (w[:, 1:], w[:, :-1]), "targets_before"),
         (lambda w: (w[:, :-1], w[:, :-1]), "not_shifted"),
+    ],
+    "cached_attention": [
+        (_cached_unscaled, "no_scale"),
+        (_cached_whole_window, "reads_unfilled_rows"),
+        (_cached_read_then_write, "misses_itself"),
+        (_cached_after_last, "written_one_late"),
+        (_cached_unwritten, "cache_not_written"),
     ],
     "teacher_forcing_inputs": [
         (lambda t, s: t, "not_shifted"),

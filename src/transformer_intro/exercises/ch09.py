@@ -1,4 +1,7 @@
-"""Chapter 9 (a language model): the causal mask, top-k logits, next-symbol targets."""
+"""Chapter 9 (a language model): the causal mask, top-k logits, next-symbol targets.
+
+And one head's attention through a key-value cache.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..attention import causal_mask
+from ..attention import attention_weights, causal_mask
 from .core import Case, Diagnosis, Exercise, Property
 
 CAUSAL_MASK_BY_HAND = Exercise(
@@ -20,7 +23,7 @@ CAUSAL_MASK_BY_HAND = Exercise(
         Property(
             "each output reads itself",
             lambda got, case: bool(np.all(np.diag(np.asarray(got)))),
-            "an output may not read its own token: mask[n, n] must be True",
+            "your mask stops an output from reading its own token: mask[n, n] must be True",
         ),
     ),
     diagnoses=(
@@ -32,7 +35,7 @@ CAUSAL_MASK_BY_HAND = Exercise(
         ),
         Diagnosis.like(
             "excludes_itself",
-            "output n may not read its own token: allow n' <= n, not only n' < n",
+            "your mask stops output n from reading its own token: allow n' <= n, not only n' < n",
             lambda n: causal_mask(n) & ~jnp.eye(n, dtype=bool),
         ),
         Diagnosis.like(
@@ -129,4 +132,95 @@ NEXT_SYMBOL_PAIRS = Exercise(
     ),
 )
 
-EXERCISES = [CAUSAL_MASK_BY_HAND, TOP_K_LOGITS, NEXT_SYMBOL_PAIRS]
+
+def _cached(cache_keys, cache_values, key, value, query, t):
+    """The package's causal attention over the cache with row t written: output t, the cache."""
+    keys = jnp.asarray(cache_keys).at[t].set(key)
+    values = jnp.asarray(cache_values).at[t].set(value)
+    window = keys.shape[0]
+    column = causal_mask(window)[:, t : t + 1]  # column t of the full causal mask
+    weights = attention_weights(keys, query[None], scaled=True, mask=column)
+    return weights[:, 0] @ values, keys, values
+
+
+def _cached_variant(
+    cache_keys, cache_values, key, value, query, t, *, scaled=True, last=None, row=None,
+    written=True,
+):  # fmt: skip
+    """One head's cached step, with one switch per typical mistake."""
+    row = t if row is None else row
+    keys = jnp.asarray(cache_keys).at[row].set(key)
+    values = jnp.asarray(cache_values).at[row].set(value)
+    end = t + 1 if last is None else last
+    scores = keys[:end] @ query
+    if scaled:
+        scores = scores / np.sqrt(keys.shape[1])
+    output = jax.nn.softmax(scores) @ values[:end]
+    if not written:
+        return output, jnp.asarray(cache_keys), jnp.asarray(cache_values)
+    return output, keys, values
+
+
+def _cache_cases():
+    rng = np.random.default_rng(91)
+    n = lambda *shape: rng.normal(size=shape).astype(np.float32)
+
+    def case(name, window, k, dv, t):
+        # rows from t on hold leftovers of another sequence, larger than the real keys
+        keys, values = n(window, k), n(window, dv)
+        keys[t:], values[t:] = 5 * n(window - t, k), 5 * n(window - t, dv)
+        return Case(name, (keys, values, n(k), n(dv), 2 * n(k), t))
+
+    return [
+        case("window W = 8, K = 4, D_v = 3, position t = 4", 8, 4, 3, 4),
+        case("the first position, t = 0, W = 6", 6, 4, 2, 0),
+        case("the last position, t = W - 1 = 4", 5, 8, 3, 4),
+    ]
+
+
+def _cache_mistake(**switch):
+    return lambda *args: _cached_variant(*args, **switch)
+
+
+CACHED_ATTENTION = Exercise(
+    name="cached_attention",
+    chapter=9,
+    title="One head's step through a key-value cache: write row t, attend over rows 0 to t",
+    reference=_cached,
+    cases=_cache_cases,
+    output="(D_v,), (W, K), (W, D_v)",
+    diagnoses=(
+        Diagnosis.like(
+            "no_scale",
+            "no 1/sqrt(K) scale: divide the scores k_n' . q by sqrt(K), as the model does",
+            _cache_mistake(scaled=False),
+        ),
+        Diagnosis.like(
+            "reads_unfilled_rows",
+            "the query reads every row of the cache: rows after t are not this sequence's "
+            "(not written yet); attend over rows 0 to t only",
+            lambda ck, cv, k, v, q, t: _cached_variant(ck, cv, k, v, q, t, last=ck.shape[0]),
+        ),
+        Diagnosis.like(
+            "misses_itself",
+            "the token does not read its own key: write row t first, then attend over rows "
+            "0 to t, t included",
+            lambda ck, cv, k, v, q, t: _cached_variant(ck, cv, k, v, q, t, last=max(t, 1)),
+        ),
+        Diagnosis.like(
+            "written_one_late",
+            "the key and value are written at row t + 1: position t's row is t (counting from 0)",
+            lambda ck, cv, k, v, q, t: _cached_variant(
+                ck, cv, k, v, q, t, row=min(t + 1, ck.shape[0] - 1)
+            ),
+        ),
+        Diagnosis.like(
+            "cache_not_written",
+            "the cache comes back without this token's key and value: return the cache with "
+            "row t written, for the next step to read",
+            _cache_mistake(written=False),
+        ),
+    ),
+)
+
+EXERCISES = [CAUSAL_MASK_BY_HAND, TOP_K_LOGITS, NEXT_SYMBOL_PAIRS, CACHED_ATTENTION]

@@ -24,7 +24,8 @@ __all__ = [
     "pre_norm_block", "post_norm_block_by_hand", "block_parameters",
     "encode_text", "sinusoidal_table", "shift_map",
     "mean_cross_entropy", "with_class_token", "warmup_cosine",
-    "causal_mask_by_hand", "top_k_logits", "next_symbol_pairs",
+    "adamw_update", "training_step",
+    "causal_mask_by_hand", "top_k_logits", "next_symbol_pairs", "cached_attention",
     "teacher_forcing_inputs", "padding_mask_by_hand", "smoothed_cross_entropy",
     "causal_linear_attention", "nadaraya_watson_by_hand", "hopfield_step",
     "mean_over_devices", "split_for_devices", "accumulated_gradient",
@@ -422,6 +423,43 @@ def warmup_cosine(t, warmup_steps, steps, peak, final):
     return jnp.where(t < t_w, peak * t / t_w, cosine)
 
 
+def adamw_update(grads, params, mu, nu, t, eta, b1, b2, eps, lam, decay):
+    """One AdamW step on dicts of arrays, as (eq-vit-adamw) writes it.
+
+    Returns:
+        (new_params, mu, nu): theta_{t+1}, mu_t and nu_t.
+    """
+    new_params, new_mu, new_nu = {}, {}, {}
+    for name, g in grads.items():
+        theta = params[name]
+        m = b1 * mu[name] + (1 - b1) * g
+        v = b2 * nu[name] + (1 - b2) * g**2
+        m_hat = m / (1 - b1 ** (t + 1))  # steps count from t = 0
+        v_hat = v / (1 - b2 ** (t + 1))
+        step = m_hat / (jnp.sqrt(v_hat) + eps)
+        if decay[name]:  # decoupled: beside the step, not in g
+            step = step + lam * theta
+        new_params[name] = theta - eta * step
+        new_mu[name], new_nu[name] = m, v
+    return new_params, new_mu, new_nu
+
+
+def training_step(params, opt_state, batch, loss, optimiser, clip_norm):
+    """The loss and its gradient, clipped (eq-vit-clip), then the update.
+
+    Returns:
+        (new_params, new_opt_state, loss value at params).
+    """
+    value, grads = jax.value_and_grad(loss)(params, batch)
+    leaves = jax.tree_util.tree_leaves(grads)
+    norm = jnp.sqrt(sum(jnp.sum(g**2) for g in leaves))
+    scale = jnp.minimum(1, clip_norm / norm)
+    grads = jax.tree_util.tree_map(lambda g: g * scale, grads)
+    updates, opt_state = optimiser.update(grads, opt_state, params)
+    params = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
+    return params, opt_state, value
+
+
 # -- Chapter 9: a language model --------------------------------------------------------------
 
 
@@ -457,6 +495,19 @@ def next_symbol_pairs(windows):
         (inputs, targets), each (B, N): target n is the symbol after input n.
     """
     return windows[:, :-1], windows[:, 1:]
+
+
+def cached_attention(cache_keys, cache_values, key, value, query, t):
+    """Write this token's key and value at row t, attend over rows 0..t.
+
+    Returns:
+        (output, cache_keys, cache_values): (D_v,), (W, K), (W, D_v).
+    """
+    cache_keys = cache_keys.at[t].set(key)
+    cache_values = cache_values.at[t].set(value)
+    scores = cache_keys[: t + 1] @ query / jnp.sqrt(query.shape[0])
+    weights = jax.nn.softmax(scores)  # over the filled rows n' <= t
+    return weights @ cache_values[: t + 1], cache_keys, cache_values
 
 
 # -- Chapter 10: an encoder-decoder -----------------------------------------------------------
