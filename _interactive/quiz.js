@@ -4,8 +4,10 @@
  *     <div class="book-quiz" data-quiz="02_attention"></div>
  * and this script, loaded once per page after quizzes.js (which sets window.BOOK_QUIZZES),
  * replaces the placeholder's content by the questions of that key. Two kinds of question:
- *   choice:  buttons, one per option; pressing one marks it right or wrong and shows that
- *            option's own explanation (every option has one, so a reader may try them all);
+ *   choice:  buttons, one per option, in an order drawn from the question's text
+ *            (displayOrder below), so the stored order is not what a reader sees; pressing
+ *            one marks it right or wrong and shows that option's own explanation (every
+ *            option has one, so a reader may try them all);
  *   numeric: a text field and a Check button (or Enter); an answer within `tolerance` of
  *            `answer` is right, one near a listed common mistake gets that mistake's
  *            explanation, any other number gets the question's hint; after a wrong answer a
@@ -15,8 +17,9 @@
  * MathJax. Without JavaScript the placeholder keeps whatever it holds; quiz.css writes a line
  * of its own into an empty one.
  * Markers for tests (tests/browser/test_quiz.py): every rendered question has data-index and
- * data-type; an option button has data-option and, once pressed, data-state ("right" or
- * "wrong"); the feedback has data-option (or data-verdict for numeric answers).
+ * data-type; an option button has data-option (the option's stored index, not its place on
+ * the page) and, once pressed, data-state ("right" or "wrong"); the feedback has data-option
+ * (or data-verdict for numeric answers).
  */
 (function () {
   "use strict";
@@ -63,6 +66,42 @@
     return Number(s);
   }
 
+  // The order the options are shown in, drawn from the question's text: a Fisher-Yates shuffle
+  // driven by Mulberry32 seeded with the 32-bit FNV-1a hash of the text's UTF-16 code units.
+  // Integer arithmetic only, so the order is the same in every browser, on every visit, and in
+  // Python (transformer_intro.exercises.quiz.display_order, which the tests compare with this).
+  // Entry k is the stored index of the option shown k-th.
+  function questionSeed(text) {
+    var h = 0x811c9dc5;
+    for (var i = 0; i < text.length; i++) {
+      h ^= text.charCodeAt(i);
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    return h >>> 0;
+  }
+
+  function mulberry32(seed) {
+    var state = seed >>> 0;
+    return function () {
+      state = (state + 0x6d2b79f5) >>> 0;
+      var t = state;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  function displayOrder(text, count) {
+    var order = [], draw = mulberry32(questionSeed(text));
+    for (var k = 0; k < count; k++) order.push(k);
+    for (var i = count - 1; i > 0; i--) {
+      var j = Math.floor(draw() * (i + 1)), swap = order[i];
+      order[i] = order[j];
+      order[j] = swap;
+    }
+    return order;
+  }
+
   function near(x, value, tolerance) {
     var tol = tolerance !== undefined ? tolerance : 1e-9 * Math.max(1, Math.abs(value));
     return Math.abs(x - value) <= tol;
@@ -83,7 +122,8 @@
     var box = el("div", "bq-feedback");
     box.setAttribute("aria-live", "polite");
     box.id = qid + "-feedback";
-    q.options.forEach(function (option, i) {
+    displayOrder(q.question, q.options.length).forEach(function (i) {
+      var option = q.options[i];
       var b = el("button", "bq-option");
       b.type = "button";
       b.setAttribute("data-option", String(i));
@@ -213,7 +253,7 @@
       document.querySelectorAll("div.book-quiz[data-quiz]:not([data-quiz-ready])"), render);
   }
 
-  window.BookQuiz = {init: init, parseNumber: parseNumber};
+  window.BookQuiz = {init: init, parseNumber: parseNumber, displayOrder: displayOrder};
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

@@ -12,6 +12,12 @@
  *    "mistakes": [{"value", "explanation"}, ...] common wrong answers with their own reasons}.
  * Strings may hold <i>, <sub>, <sup>, <code>, <b>, <em> and no TeX: the questions are built after
  * MathJax has typeset the page. Numbers must follow from the chapter's maths.
+ * The page shows a question's options in an order drawn from the question's text (displayOrder in
+ * quiz.js, display_order in transformer_intro.exercises.quiz), not in the stored order. In every
+ * chapter the right options must land at spread positions and be the longest option in at most
+ * half of the questions; tests/test_quizzes.py checks both and says which stored slot to use.
+ * Every wrong option is a misconception its explanation names.
+ * The same questions run in Jupyter: transformer_intro.exercises.quiz.quiz("NN_name").
  */
 window.BOOK_QUIZZES = {
  "01_tokens": [
@@ -20,24 +26,24 @@ window.BOOK_QUIZZES = {
    "question": "The maths writes a sequence as <i>X</i> ∈ ℝ<sup><i>D</i> × <i>N</i></sup>, one token per column. What does the code's array <code>x</code> hold?",
    "options": [
     {
-     "text": "An <code>(N, D)</code> array whose row <i>n</i> is token <i>n</i>, so <code>x</code> is <i>X</i><sup>⊤</sup>",
-     "correct": true,
-     "explanation": "The code follows JAX and Equinox, which put tokens in rows: <code>x</code> has shape <code>(N, D)</code> and <code>X = x.T</code>."
-    },
-    {
-     "text": "A <code>(D, N)</code> array equal to <i>X</i>",
+     "text": "<i>X</i> itself, a <code>(D, N)</code> array, one token per column",
      "correct": false,
      "explanation": "That is the maths' layout. The package, like almost every deep learning library, puts tokens in rows, so <code>x</code> is the transpose of <i>X</i>."
     },
     {
-     "text": "<i>X</i> reshaped to <code>(N, D)</code>",
+     "text": "<i>X</i> reshaped to <code>(N, D)</code>, one token per row",
      "correct": false,
      "explanation": "A reshape would cut the columns of <i>X</i> into pieces and mix features of different tokens; the relation between the two is a transpose, not a reshape."
     },
     {
-     "text": "Always a <code>(B, N, D)</code> batch of sequences",
+     "text": "A <code>(B, N, D)</code> batch, even for a single sequence",
      "correct": false,
      "explanation": "Every module of the package acts on one sequence, an <code>(N, D)</code> array; batches are handled with <code>jax.vmap</code> or the modules' <code>batched</code> methods."
+    },
+    {
+     "text": "<i>X</i><sup>⊤</sup>: an <code>(N, D)</code> array, one token per row",
+     "correct": true,
+     "explanation": "The code follows JAX and Equinox, which put tokens in rows: <code>x</code> has shape <code>(N, D)</code> and <code>X = x.T</code>."
     }
    ]
   },
@@ -45,11 +51,6 @@ window.BOOK_QUIZZES = {
    "type": "choice",
    "question": "The maths mixes tokens by a product on the right, <i>Y</i> = <i>X</i> <i>A</i>, with an <i>N</i> × <i>N</i> matrix <i>A</i>. Which line computes the code's <code>y</code> (tokens as rows)?",
    "options": [
-    {
-     "text": "<code>y = A.T @ x</code>",
-     "correct": true,
-     "explanation": "Transposing <i>Y</i> = <i>X</i><i>A</i> gives <i>Y</i><sup>⊤</sup> = <i>A</i><sup>⊤</sup> <i>X</i><sup>⊤</sup>, and <code>x</code> holds <i>X</i><sup>⊤</sup>: a product on the right in the maths is a product on the left, by the transpose, in the code."
-    },
     {
      "text": "<code>y = x @ A</code>",
      "correct": false,
@@ -59,6 +60,11 @@ window.BOOK_QUIZZES = {
      "text": "<code>y = A @ x</code>",
      "correct": false,
      "explanation": "This uses row <i>n</i> of <i>A</i> for output <i>n</i>, that is the weights <i>A</i><sub><i>n</i>,<i>n</i>′</sub>: it swaps the roles of input and output. The transpose is needed."
+    },
+    {
+     "text": "<code>y = A.T @ x</code>",
+     "correct": true,
+     "explanation": "Transposing <i>Y</i> = <i>X</i><i>A</i> gives <i>Y</i><sup>⊤</sup> = <i>A</i><sup>⊤</sup> <i>X</i><sup>⊤</sup>, and <code>x</code> holds <i>X</i><sup>⊤</sup>: a product on the right in the maths is a product on the left, by the transpose, in the code."
     },
     {
      "text": "<code>y = x.T @ A</code>",
@@ -93,24 +99,24 @@ window.BOOK_QUIZZES = {
    "question": "Inside one transformer block, what do the two stages do?",
    "options": [
     {
-     "text": "Attention moves information between tokens; the MLP transforms each token on its own, with the same network for every token",
-     "correct": true,
-     "explanation": "Every output of attention is computed from all inputs, while the MLP's output <i>n</i> depends on token <i>n</i> alone: the influence figure of the chapter is full for attention and diagonal for the MLP."
-    },
-    {
-     "text": "Attention transforms each token on its own; the MLP mixes the tokens",
+     "text": "Attention transforms each token on its own; the MLP then mixes information across the tokens",
      "correct": false,
      "explanation": "The roles are swapped: attention is the stage that mixes across tokens, and the MLP acts within each token."
     },
     {
-     "text": "Both stages mix information across all tokens",
+     "text": "Both mix information across tokens: attention through its weights, the MLP through its hidden layer",
      "correct": false,
      "explanation": "Only attention does. The MLP's influence of input <i>n</i>′ on output <i>n</i> is zero for every <i>n</i>′ ≠ <i>n</i>."
     },
     {
-     "text": "The MLP uses a separate network for each position",
+     "text": "Attention mixes the tokens; the MLP transforms each token with its own network, one per position",
      "correct": false,
      "explanation": "One MLP, with the same parameters, is applied to every token of the block; that is what keeps the block indifferent to the order of the tokens."
+    },
+    {
+     "text": "Attention mixes the tokens; the MLP transforms each token alone, with one network for all",
+     "correct": true,
+     "explanation": "Every output of attention is computed from all inputs, while the MLP's output <i>n</i> depends on token <i>n</i> alone: the influence figure of the chapter is full for attention and diagonal for the MLP."
     }
    ]
   },
@@ -119,50 +125,24 @@ window.BOOK_QUIZZES = {
    "question": "You shuffle the input tokens of a transformer block. What happens to its output?",
    "options": [
     {
-     "text": "It is shuffled in the same way, and nothing else changes",
-     "correct": true,
-     "explanation": "Nothing in the block looks at where a token sits, so the block is permutation equivariant: each output follows its token."
-    },
-    {
-     "text": "It stays exactly the same, in the same order",
+     "text": "Nothing changes: the same outputs, in the same order",
      "correct": false,
      "explanation": "That would be invariance. The block returns one output per token, and the outputs move with their tokens."
     },
     {
-     "text": "It changes in an unpredictable way",
+     "text": "Attention's outputs change, since its weights depend on where each token sits",
      "correct": false,
-     "explanation": "The change is fully predictable: the outputs are the old ones, shuffled the same way, because no part of the block uses the tokens' positions."
+     "explanation": "Attention's weights depend on the tokens' contents, not on their positions: the weights move with the tokens, and so do the outputs."
     },
     {
-     "text": "Only the MLP stage notices the new order",
+     "text": "The MLP's outputs follow their tokens, but attention's outputs change",
      "correct": false,
      "explanation": "Neither stage uses positions. The MLP acts on each token alone, and attention treats its inputs as a set."
-    }
-   ]
-  },
-  {
-   "type": "choice",
-   "question": "The influence of input <i>n</i>′ on output <i>n</i> is the size of the Jacobian block ∂ <i>f</i>(<i>X</i>)<sub><i>n</i></sub> / ∂ <i>x</i><sub><i>n</i>′</sub>. For the MLP stage, which blocks can be non-zero?",
-   "options": [
+    },
     {
-     "text": "Only those with <i>n</i>′ = <i>n</i>",
+     "text": "The outputs are shuffled in the same way",
      "correct": true,
-     "explanation": "Output <i>n</i> of the MLP is a function of token <i>n</i> alone, so every block with <i>n</i>′ ≠ <i>n</i> is zero: the influence matrix is diagonal."
-    },
-    {
-     "text": "All <i>N</i> × <i>N</i> blocks",
-     "correct": false,
-     "explanation": "That is the attention stage, where every output draws on every input."
-    },
-    {
-     "text": "Those with <i>n</i>′ ≤ <i>n</i>",
-     "correct": false,
-     "explanation": "That pattern belongs to attention under a causal mask (the chapter's third exercise). The MLP has only the diagonal."
-    },
-    {
-     "text": "None: the MLP's Jacobian is zero",
-     "correct": false,
-     "explanation": "The MLP does change each token, so the diagonal blocks are not zero; only the blocks between different tokens are."
+     "explanation": "Nothing in the block looks at where a token sits, so the block is permutation equivariant: each output follows its token."
     }
    ]
   }
@@ -173,22 +153,22 @@ window.BOOK_QUIZZES = {
    "question": "What does column <i>n</i> of the attention matrix <i>A</i> hold?",
    "options": [
     {
-     "text": "The weights output <i>n</i> puts on every input <i>n</i>′: non-negative, summing to one",
-     "correct": true,
-     "explanation": "<i>y</i><sub><i>n</i></sub> = Σ<sub><i>n</i>′</sub> <i>x</i><sub><i>n</i>′</sub> <i>A</i><sub><i>n</i>′,<i>n</i></sub>, so column <i>n</i> spreads output <i>n</i>'s attention, a total of one, over the inputs."
-    },
-    {
-     "text": "The weights input <i>n</i> sends to every output",
+     "text": "The weights input <i>n</i> sends to the outputs; they sum to one",
      "correct": false,
      "explanation": "That is row <i>n</i> of <i>A</i>, and rows need not sum to one. The first index is the input, the second the output."
     },
     {
-     "text": "The scores <i>S</i><sub><i>n</i>′,<i>n</i></sub> before the softmax",
+     "text": "The weights output <i>n</i> puts on the inputs; they sum to one",
+     "correct": true,
+     "explanation": "<i>y</i><sub><i>n</i></sub> = Σ<sub><i>n</i>′</sub> <i>x</i><sub><i>n</i>′</sub> <i>A</i><sub><i>n</i>′,<i>n</i></sub>, so column <i>n</i> spreads output <i>n</i>'s attention, a total of one, over the inputs."
+    },
+    {
+     "text": "The scores <i>S</i><sub><i>n</i>′,<i>n</i></sub> of output <i>n</i>, before the softmax",
      "correct": false,
      "explanation": "The scores can be any real numbers; <i>A</i> is their softmax, taken down each column."
     },
     {
-     "text": "Weights that need not sum to one; it is the rows of <i>A</i> that do",
+     "text": "The weights of output <i>n</i>, which need not sum to one; the rows of <i>A</i> do",
      "correct": false,
      "explanation": "It is the other way round: each column of <i>A</i> sums to one. JAX's row-stochastic weight matrix is <i>A</i><sup>⊤</sup>, whose row <i>n</i> is column <i>n</i> of the book's <i>A</i>."
     }
@@ -199,24 +179,24 @@ window.BOOK_QUIZZES = {
    "question": "With a shared projection, the scores are symmetric: <i>S</i><sub><i>n</i>′,<i>n</i></sub> = <i>S</i><sub><i>n</i>,<i>n</i>′</sub>. What does that force on the attention matrix <i>A</i>?",
    "options": [
     {
-     "text": "Detailed balance, <i>A</i><sub><i>n</i>′,<i>n</i></sub> <i>Z</i><sub><i>n</i></sub> = <i>A</i><sub><i>n</i>,<i>n</i>′</sub> <i>Z</i><sub><i>n</i>′</sub>; <i>A</i> is symmetric only if all normalisers <i>Z</i><sub><i>n</i></sub> are equal",
-     "correct": true,
-     "explanation": "The softmax divides each column by its own normaliser <i>Z</i><sub><i>n</i></sub>, so the symmetry of <i>S</i> survives only up to those factors."
-    },
-    {
-     "text": "<i>A</i> is symmetric, since the scores are",
+     "text": "<i>A</i> is symmetric, <i>A</i><sub><i>n</i>′,<i>n</i></sub> = <i>A</i><sub><i>n</i>,<i>n</i>′</sub>, since the softmax keeps the scores' symmetry",
      "correct": false,
      "explanation": "This is Turner's conclusion, which the chapter corrects: different columns have different normalisers <i>Z</i><sub><i>n</i></sub>, so <i>A</i> is symmetric only in the special case of equal <i>Z</i><sub><i>n</i></sub>."
     },
     {
-     "text": "Nothing at all, as with separate keys and queries",
+     "text": "No constraint at all: the normalisers <i>Z</i><sub><i>n</i></sub> remove the symmetry entirely",
      "correct": false,
      "explanation": "A constraint remains: around any cycle of three tokens, <i>A</i><sub>1,2</sub> <i>A</i><sub>2,3</sub> <i>A</i><sub>3,1</sub> = <i>A</i><sub>2,1</sub> <i>A</i><sub>3,2</sub> <i>A</i><sub>1,3</sub>. Only separate keys and queries remove it."
     },
     {
-     "text": "<i>A</i> is symmetric exactly when <i>K</i> = <i>D</i>",
+     "text": "<i>A</i> is symmetric exactly when the projection is square, <i>K</i> = <i>D</i>",
      "correct": false,
      "explanation": "The width of the projection does not decide it; equal normalisers <i>Z</i><sub><i>n</i></sub> do, and they can occur for any <i>K</i> (the chapter's first exercise builds them with <i>K</i> = 2)."
+    },
+    {
+     "text": "Detailed balance, <i>A</i><sub><i>n</i>′,<i>n</i></sub> <i>Z</i><sub><i>n</i></sub> = <i>A</i><sub><i>n</i>,<i>n</i>′</sub> <i>Z</i><sub><i>n</i>′</sub>; symmetric only for equal <i>Z</i><sub><i>n</i></sub>",
+     "correct": true,
+     "explanation": "The softmax divides each column by its own normaliser <i>Z</i><sub><i>n</i></sub>, so the symmetry of <i>S</i> survives only up to those factors."
     }
    ]
   },
@@ -246,22 +226,22 @@ window.BOOK_QUIZZES = {
    "question": "Why do implementations divide the scores by √<i>K</i>?",
    "options": [
     {
-     "text": "To keep the spread of the scores at one whatever <i>K</i>, so the softmax does not saturate and its gradient does not vanish",
-     "correct": true,
-     "explanation": "Unscaled scores have variance <i>K</i>. Wide heads then give near one-hot columns, where the softmax derivative diag(<i>a</i>) − <i>a</i> <i>a</i><sup>⊤</sup> is close to zero."
-    },
-    {
      "text": "It lets the layer express functions it could not express otherwise",
      "correct": false,
      "explanation": "Scaling costs and adds no expressive power: dividing the scores by √<i>K</i> is the same as dividing <i>U</i><sub><i>q</i></sub> by √<i>K</i>, which training could learn anyway."
     },
     {
-     "text": "It makes every column sum to one",
+     "text": "To keep the scores' spread at one for any <i>K</i>, so softmax does not saturate",
+     "correct": true,
+     "explanation": "Unscaled scores have variance <i>K</i>. Wide heads then give near one-hot columns, where the softmax derivative diag(<i>a</i>) − <i>a</i> <i>a</i><sup>⊤</sup> is close to zero."
+    },
+    {
+     "text": "It makes every column of <i>A</i> sum to one, as a distribution must",
      "correct": false,
      "explanation": "The softmax already makes each column sum to one, scaled or not."
     },
     {
-     "text": "It keeps <code>exp</code> from overflowing",
+     "text": "It keeps exp from overflowing in float32 when <i>K</i> is large",
      "correct": false,
      "explanation": "Overflow is prevented by subtracting each column's largest score before exponentiating, which <code>jax.nn.softmax</code> does; the scaling addresses learning, not overflow."
     }
@@ -272,19 +252,19 @@ window.BOOK_QUIZZES = {
    "question": "In the book's orientation (rows <i>n</i>′ are inputs, columns <i>n</i> outputs), where does <code>causal_mask(N)</code> allow attention?",
    "options": [
     {
-     "text": "On and above the diagonal: <i>n</i>′ ≤ <i>n</i>, the upper triangle",
-     "correct": true,
-     "explanation": "Output <i>n</i> may read only the inputs up to its own position, so the allowed entries <i>A</i><sub><i>n</i>′,<i>n</i></sub> have <i>n</i>′ ≤ <i>n</i>."
-    },
-    {
      "text": "On and below the diagonal, the lower triangle",
      "correct": false,
      "explanation": "That is how libraries that put queries in rows draw the same mask. With inputs as rows, <i>n</i>′ ≤ <i>n</i> is the upper triangle."
     },
     {
-     "text": "Where <i>n</i>′ ≥ <i>n</i>",
+     "text": "Where <i>n</i>′ ≥ <i>n</i>: each output reads itself and the inputs after it",
      "correct": false,
      "explanation": "That would let every output read the inputs after it, exactly what a causal mask exists to forbid."
+    },
+    {
+     "text": "On and above the diagonal: <i>n</i>′ ≤ <i>n</i>, the upper triangle",
+     "correct": true,
+     "explanation": "Output <i>n</i> may read only the inputs up to its own position, so the allowed entries <i>A</i><sub><i>n</i>′,<i>n</i></sub> have <i>n</i>′ ≤ <i>n</i>."
     },
     {
      "text": "Everywhere, but forbidden weights are set to zero after the softmax",
@@ -298,24 +278,24 @@ window.BOOK_QUIZZES = {
    "question": "Causal and padding masks are combined, and the first token is padding. What does column 1 of <i>A</i> (the first output) become?",
    "options": [
     {
-     "text": "<code>nan</code>: the column allows no input at all",
-     "correct": true,
-     "explanation": "Its only earlier input is padding, so every score in it is −∞, and a softmax of nothing but −∞ is 0/0. A fix lets every output attend to itself."
-    },
-    {
      "text": "Uniform weights over all tokens",
      "correct": false,
      "explanation": "The masks still apply: no input is allowed in this column, so there is nothing to spread the weight over."
     },
     {
-     "text": "Weight one on itself",
+     "text": "Weight one on itself, the only token it may read",
      "correct": false,
      "explanation": "Only after the fix <code>mask | jnp.eye(N, dtype=bool)</code>; the combined mask alone forbids the diagonal entry too, because token 1 is padding."
     },
     {
-     "text": "A column of zeros",
+     "text": "A column of zeros, since every input is forbidden",
      "correct": false,
      "explanation": "The softmax divides by the sum of the allowed exponentials, which is zero here: the result is 0/0, <code>nan</code>, not zero."
+    },
+    {
+     "text": "<code>nan</code>: the column allows no input at all",
+     "correct": true,
+     "explanation": "Its only earlier input is padding, so every score in it is −∞, and a softmax of nothing but −∞ is 0/0. A fix lets every output attend to itself."
     }
    ]
   }
@@ -326,14 +306,14 @@ window.BOOK_QUIZZES = {
    "question": "A sequence holds a single token, <i>N</i> = 1. What does multi-head self-attention compute from it?",
    "options": [
     {
+     "text": "Zero: with one token the softmax has nothing to spread its weight over",
+     "correct": false,
+     "explanation": "A softmax over one entry gives weight one, not zero, so each head passes <i>V</i><sub><i>h</i></sub> <i>x</i><sub>1</sub> on."
+    },
+    {
      "text": "The linear map <i>y</i><sub>1</sub> = (Σ<sub><i>h</i></sub> <i>V</i><sub><i>h</i></sub>) <i>x</i><sub>1</sub>",
      "correct": true,
      "explanation": "With one token every <i>A</i><sub><i>h</i></sub> is the 1 × 1 matrix [1], so Σ<sub><i>h</i></sub> <i>V</i><sub><i>h</i></sub> <i>X</i> <i>A</i><sub><i>h</i></sub> collapses to a linear map: MHSA's nonlinearity lives only in how tokens relate."
-    },
-    {
-     "text": "Zero",
-     "correct": false,
-     "explanation": "A softmax over one entry gives weight one, not zero, so each head passes <i>V</i><sub><i>h</i></sub> <i>x</i><sub>1</sub> on."
     },
     {
      "text": "A nonlinear function of <i>x</i><sub>1</sub>, through the softmax",
@@ -341,7 +321,7 @@ window.BOOK_QUIZZES = {
      "explanation": "The softmax of a single score is one whatever the score, so <i>x</i><sub>1</sub> does not enter through the weights at all."
     },
     {
-     "text": "<i>x</i><sub>1</sub> itself",
+     "text": "<i>x</i><sub>1</sub> itself, since it attends only to itself",
      "correct": false,
      "explanation": "Only if Σ<sub><i>h</i></sub> <i>V</i><sub><i>h</i></sub> happens to be the identity; in general the value maps change the token."
     }
@@ -374,14 +354,14 @@ window.BOOK_QUIZZES = {
    "question": "In the usual form, head <i>h</i>'s value map is factored as <i>V</i><sub><i>h</i></sub> = <i>O</i><sub><i>h</i></sub> <i>W</i><sub><i>h</i></sub> with <i>W</i><sub><i>h</i></sub> ∈ ℝ<sup><i>D</i><sub><i>v</i></sub> × <i>D</i></sup>. What is its rank?",
    "options": [
     {
+     "text": "<i>D</i>, since <i>V</i><sub><i>h</i></sub> is a <i>D</i> × <i>D</i> matrix",
+     "correct": false,
+     "explanation": "The shape is <i>D</i> × <i>D</i>, but the product passes through <i>D</i><sub><i>v</i></sub> dimensions: only when <i>D</i><sub><i>v</i></sub> = <i>D</i> and both factors are invertible is the rank <i>D</i>."
+    },
+    {
      "text": "At most <i>D</i><sub><i>v</i></sub>",
      "correct": true,
      "explanation": "<i>V</i><sub><i>h</i></sub> is a <i>D</i> × <i>D</i><sub><i>v</i></sub> matrix times a <i>D</i><sub><i>v</i></sub> × <i>D</i> one, so it passes through <i>D</i><sub><i>v</i></sub> dimensions: its rank cannot exceed <i>D</i><sub><i>v</i></sub>."
-    },
-    {
-     "text": "Always <i>D</i>",
-     "correct": false,
-     "explanation": "Only when <i>D</i><sub><i>v</i></sub> = <i>D</i> and both factors are invertible; a product through <i>D</i><sub><i>v</i></sub> &lt; <i>D</i> dimensions cannot have full rank."
     },
     {
      "text": "At most <i>K</i>",
@@ -400,11 +380,6 @@ window.BOOK_QUIZZES = {
    "question": "Shuffling the tokens, <i>X</i> ↦ <i>X</i>Π, changes head <i>h</i>'s attention matrix to which of these?",
    "options": [
     {
-     "text": "Π<sup>⊤</sup> <i>A</i><sub><i>h</i></sub>(<i>X</i>)  Π",
-     "correct": true,
-     "explanation": "Keys and queries are shuffled alike, so the scores become Π<sup>⊤</sup> <i>S</i> Π, and normalising columns commutes with that relabelling: rows and columns move together."
-    },
-    {
      "text": "<i>A</i><sub><i>h</i></sub>(<i>X</i>), unchanged",
      "correct": false,
      "explanation": "The weights belong to pairs of tokens, and the tokens have moved: the same weights reappear at relabelled rows and columns."
@@ -418,6 +393,11 @@ window.BOOK_QUIZZES = {
      "text": "Π <i>A</i><sub><i>h</i></sub>(<i>X</i>)  Π<sup>⊤</sup>",
      "correct": false,
      "explanation": "This relabels by the inverse permutation. The scores of <i>X</i>Π are (<i>X</i>Π)<sup>⊤</sup> <i>U</i><sub><i>k</i></sub><sup>⊤</sup> <i>U</i><sub><i>q</i></sub> <i>X</i> Π, with Π<sup>⊤</sup> on the left."
+    },
+    {
+     "text": "Π<sup>⊤</sup> <i>A</i><sub><i>h</i></sub>(<i>X</i>)  Π",
+     "correct": true,
+     "explanation": "Keys and queries are shuffled alike, so the scores become Π<sup>⊤</sup> <i>S</i> Π, and normalising columns commutes with that relabelling: rows and columns move together."
     }
    ]
   },
@@ -425,11 +405,6 @@ window.BOOK_QUIZZES = {
    "type": "choice",
    "question": "In the usual row form, softmax(<i>Q</i><sub><i>h</i></sub> <i>K</i><sub><i>h</i></sub><sup>⊤</sup>) is taken along rows. How is it related to head <i>h</i>'s attention matrix <i>A</i><sub><i>h</i></sub> (leaving out √<i>K</i>)?",
    "options": [
-    {
-     "text": "It is <i>A</i><sub><i>h</i></sub><sup>⊤</sup>: its row <i>n</i> is column <i>n</i> of <i>A</i><sub><i>h</i></sub>",
-     "correct": true,
-     "explanation": "With <i>U</i><sub><i>q</i>,<i>h</i></sub> = <i>W</i><sub><i>Q</i>,<i>h</i></sub><sup>⊤</sup> and <i>U</i><sub><i>k</i>,<i>h</i></sub> = <i>W</i><sub><i>K</i>,<i>h</i></sub><sup>⊤</sup>, entry (<i>n</i>, <i>n</i>′) of <i>Q</i><sub><i>h</i></sub> <i>K</i><sub><i>h</i></sub><sup>⊤</sup> is the score <i>k</i><sub><i>h</i>,<i>n</i>′</sub><sup>⊤</sup> <i>q</i><sub><i>h</i>,<i>n</i></sub>; a softmax along rows of the transpose is a softmax down columns of the original."
-    },
     {
      "text": "It is <i>A</i><sub><i>h</i></sub> itself",
      "correct": false,
@@ -444,6 +419,11 @@ window.BOOK_QUIZZES = {
      "text": "It is <i>A</i><sub><i>h</i></sub> with each entry divided by <i>H</i>",
      "correct": false,
      "explanation": "Nothing is divided by the number of heads; each head's matrix is a full softmax, transposed."
+    },
+    {
+     "text": "It is <i>A</i><sub><i>h</i></sub><sup>⊤</sup>: its row <i>n</i> is column <i>n</i> of <i>A</i><sub><i>h</i></sub>",
+     "correct": true,
+     "explanation": "With <i>U</i><sub><i>q</i>,<i>h</i></sub> = <i>W</i><sub><i>Q</i>,<i>h</i></sub><sup>⊤</sup> and <i>U</i><sub><i>k</i>,<i>h</i></sub> = <i>W</i><sub><i>K</i>,<i>h</i></sub><sup>⊤</sup>, entry (<i>n</i>, <i>n</i>′) of <i>Q</i><sub><i>h</i></sub> <i>K</i><sub><i>h</i></sub><sup>⊤</sup> is the score <i>k</i><sub><i>h</i>,<i>n</i>′</sub><sup>⊤</sup> <i>q</i><sub><i>h</i>,<i>n</i></sub>; a softmax along rows of the transpose is a softmax down columns of the original."
     }
    ]
   },
@@ -451,11 +431,6 @@ window.BOOK_QUIZZES = {
    "type": "choice",
    "question": "Two variants of the layer: (a) average the heads instead of adding them; (b) put a GELU on keys and queries. Which still describe the same family of functions as the usual layer?",
    "options": [
-    {
-     "text": "Only (a)",
-     "correct": true,
-     "explanation": "Averaging is the sum with every <i>V</i><sub><i>h</i></sub> divided by <i>H</i>, which the value maps can absorb. A GELU makes the scores stop being the bilinear form <i>x</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>U</i><sub><i>k</i>,<i>h</i></sub><sup>⊤</sup> <i>U</i><sub><i>q</i>,<i>h</i></sub> <i>x</i><sub><i>n</i></sub>, so (b) has no equivalent."
-    },
     {
      "text": "Both",
      "correct": false,
@@ -465,6 +440,11 @@ window.BOOK_QUIZZES = {
      "text": "Neither",
      "correct": false,
      "explanation": "Averaging only rescales each <i>V</i><sub><i>h</i></sub> by 1/<i>H</i>, which a learned value map can undo: (a) is the same family at a different scale."
+    },
+    {
+     "text": "Only (a)",
+     "correct": true,
+     "explanation": "Averaging is the sum with every <i>V</i><sub><i>h</i></sub> divided by <i>H</i>, which the value maps can absorb. A GELU makes the scores stop being the bilinear form <i>x</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>U</i><sub><i>k</i>,<i>h</i></sub><sup>⊤</sup> <i>U</i><sub><i>q</i>,<i>h</i></sub> <i>x</i><sub><i>n</i></sub>, so (b) has no equivalent."
     },
     {
      "text": "Only (b)",
@@ -480,17 +460,17 @@ window.BOOK_QUIZZES = {
    "question": "For the token-wise MLP, what is the Jacobian block ∂ <i>x</i><sub><i>n</i></sub> / ∂ <i>y</i><sub><i>n</i>′</sub> for two different tokens, <i>n</i> ≠ <i>n</i>′?",
    "options": [
     {
-     "text": "Zero",
-     "correct": true,
-     "explanation": "<i>x</i><sub><i>n</i></sub> = <code>MLP</code>(<i>y</i><sub><i>n</i></sub>) has <i>y</i><sub><i>n</i></sub> and nothing else on the right, so it does not depend on any other token: the Jacobian is block diagonal."
-    },
-    {
      "text": "<i>W</i><sub>2</sub> diag(<i>σ</i>′(<i>W</i><sub>1</sub> <i>y</i><sub><i>n</i></sub> + <i>b</i><sub>1</sub>)) <i>W</i><sub>1</sub>",
      "correct": false,
      "explanation": "That is the diagonal block, <i>n</i> = <i>n</i>′. Between different tokens the block is zero."
     },
     {
-     "text": "The same non-zero matrix for every pair",
+     "text": "Zero",
+     "correct": true,
+     "explanation": "<i>x</i><sub><i>n</i></sub> = <code>MLP</code>(<i>y</i><sub><i>n</i></sub>) has <i>y</i><sub><i>n</i></sub> and nothing else on the right, so it does not depend on any other token: the Jacobian is block diagonal."
+    },
+    {
+     "text": "The same non-zero matrix for every pair of tokens",
      "correct": false,
      "explanation": "Only the diagonal blocks are non-zero, and even they differ from token to token through <i>σ</i>′."
     },
@@ -532,19 +512,19 @@ window.BOOK_QUIZZES = {
    "question": "Replace the nonlinearity <i>σ</i> by the identity. What is the MLP then?",
    "options": [
     {
-     "text": "One affine map, <i>y</i> ↦ <i>W</i><sub>2</sub> <i>W</i><sub>1</sub> <i>y</i> + (<i>W</i><sub>2</sub> <i>b</i><sub>1</sub> + <i>b</i><sub>2</sub>), with <i>W</i><sub>2</sub> <i>W</i><sub>1</sub> of rank at most <i>D</i>",
-     "correct": true,
-     "explanation": "Without <i>σ</i> the two layers compose into one: two linear layers are no more expressive than one, and every diagonal Jacobian block equals <i>W</i><sub>2</sub> <i>W</i><sub>1</sub>."
-    },
-    {
      "text": "Something more expressive than one linear map, since <i>F</i> &gt; <i>D</i>",
      "correct": false,
      "explanation": "The wide hidden layer buys nothing without <i>σ</i>: <i>W</i><sub>2</sub> <i>W</i><sub>1</sub> is a <i>D</i> × <i>D</i> matrix, of rank at most <i>D</i>."
     },
     {
-     "text": "The zero map",
+     "text": "A linear map without bias, <i>y</i> ↦ <i>W</i><sub>2</sub> <i>W</i><sub>1</sub> <i>y</i>",
      "correct": false,
-     "explanation": "The identity passes the hidden features on, so the result is <i>W</i><sub>2</sub> <i>W</i><sub>1</sub> <i>y</i> plus a constant, not zero."
+     "explanation": "The biases do not vanish: they combine into one constant, <i>W</i><sub>2</sub> <i>b</i><sub>1</sub> + <i>b</i><sub>2</sub>, so the MLP is an affine map, not a linear one."
+    },
+    {
+     "text": "One affine map, <i>y</i> ↦ <i>W</i><sub>2</sub> <i>W</i><sub>1</sub> <i>y</i> + (<i>W</i><sub>2</sub> <i>b</i><sub>1</sub> + <i>b</i><sub>2</sub>)",
+     "correct": true,
+     "explanation": "Without <i>σ</i> the two layers compose into one: two linear layers are no more expressive than one, and every diagonal Jacobian block equals <i>W</i><sub>2</sub> <i>W</i><sub>1</sub>."
     },
     {
      "text": "Not expressible as one map, because of the biases",
@@ -584,12 +564,7 @@ window.BOOK_QUIZZES = {
    "question": "Which statement about the GELU and the ReLU, as the chapter compares them, is right?",
    "options": [
     {
-     "text": "The GELU dips slightly below zero and keeps a non-zero slope for moderately negative inputs",
-     "correct": true,
-     "explanation": "Near zero <i>z</i> Φ(<i>z</i>) is smooth and slightly negative for negative <i>z</i>, so a unit that is slightly off still gets gradient."
-    },
-    {
-     "text": "They differ most for inputs far from zero",
+     "text": "They differ most for inputs far from zero, not near it",
      "correct": false,
      "explanation": "Far from zero they agree: both pass large positive inputs and silence large negative ones. They differ near zero."
     },
@@ -599,9 +574,14 @@ window.BOOK_QUIZZES = {
      "explanation": "By default it uses the tanh approximation; pass <code>approximate=False</code> for the exact one. The two differ by less than 10<sup>−3</sup>."
     },
     {
-     "text": "The GELU is never negative",
+     "text": "The GELU keeps a slope for moderately negative inputs",
+     "correct": true,
+     "explanation": "Near zero <i>z</i> Φ(<i>z</i>) is smooth and slightly negative for negative <i>z</i>, so a unit that is slightly off still gets gradient."
+    },
+    {
+     "text": "The GELU, like the ReLU, is never negative",
      "correct": false,
-     "explanation": "It dips a little below zero for negative inputs, unlike the ReLU."
+     "explanation": "Unlike the ReLU, the GELU dips a little below zero for negative inputs."
     }
    ]
   },
@@ -610,24 +590,24 @@ window.BOOK_QUIZZES = {
    "question": "Why is the token-wise MLP cheap to run on a whole sequence?",
    "options": [
     {
-     "text": "Applied to all <i>N</i> tokens it is two matrix products on the whole array, with the biases repeated",
-     "correct": true,
-     "explanation": "<code>MLP</code>(<i>Y</i>) = <i>W</i><sub>2</sub> <i>σ</i>(<i>W</i><sub>1</sub> <i>Y</i> + <i>b</i><sub>1</sub> <b>1</b><sup>⊤</sup>) + <i>b</i><sub>2</sub> <b>1</b><sup>⊤</sup>: large matrix products are the operation accelerators are built for."
-    },
-    {
-     "text": "Because it has few parameters",
+     "text": "It has few parameters next to the attention layer",
      "correct": false,
      "explanation": "It holds a large share of a block's parameters (about two thirds with <i>F</i> = 4<i>D</i>); its speed comes from the shape of the computation, not from its size."
     },
     {
-     "text": "Because it runs on one token only",
+     "text": "Its cost grows with <i>N</i><sup>2</sup>, like attention's, but with a small constant",
      "correct": false,
-     "explanation": "It runs on every token, with the same weights; that sharing is what turns it into two products on the whole sequence."
+     "explanation": "Its cost grows linearly with <i>N</i>, the same work for every token; <i>N</i><sup>2</sup> belongs to attention's score matrix. The speed comes from the shape: two large matrix products."
     },
     {
-     "text": "Because <code>jax.vmap</code> runs a Python loop over the tokens in parallel",
+     "text": "<code>jax.vmap</code> runs a Python loop over the tokens in parallel",
      "correct": false,
      "explanation": "<code>jax.vmap</code> writes no loop at all: it rewrites the one-token function into batched array operations, here the same matrix products."
+    },
+    {
+     "text": "On all <i>N</i> tokens it is two matrix products on the whole array",
+     "correct": true,
+     "explanation": "<code>MLP</code>(<i>Y</i>) = <i>W</i><sub>2</sub> <i>σ</i>(<i>W</i><sub>1</sub> <i>Y</i> + <i>b</i><sub>1</sub> <b>1</b><sup>⊤</sup>) + <i>b</i><sub>2</sub> <b>1</b><sup>⊤</sup>: large matrix products are the operation accelerators are built for."
     }
    ]
   }
@@ -638,22 +618,22 @@ window.BOOK_QUIZZES = {
    "question": "With residual connections, ∂ <i>x</i><sup>(<i>M</i>)</sup> / ∂ <i>x</i><sup>(<i>m</i>)</sup> = (<i>I</i> + <i>J</i><sub><i>M</i></sub>) ⋯ (<i>I</i> + <i>J</i><sub><i>m</i>+1</sub>). Why does this keep the gradient from vanishing?",
    "options": [
     {
-     "text": "Multiplied out, the product contains the identity term, so the gradient at the top reaches every block directly",
-     "correct": true,
-     "explanation": "A plain stack has <i>J</i><sub><i>M</i></sub> ⋯ <i>J</i><sub><i>m</i>+1</sub>, which shrinks or grows geometrically; the residual product always keeps <i>I</i>, and the other terms add to it."
-    },
-    {
-     "text": "Because the Jacobians <i>J</i> are small",
+     "text": "The Jacobians <i>J</i><sub><i>m</i></sub> are small, so no factor can blow the gradient up",
      "correct": false,
      "explanation": "Small Jacobians are exactly what makes a plain stack's gradient vanish; the residual product is safe because of its identity term."
     },
     {
-     "text": "Because LayerNorm rescales the gradients",
+     "text": "Multiplied out, it contains <i>I</i>: a direct path to every block",
+     "correct": true,
+     "explanation": "A plain stack has <i>J</i><sub><i>M</i></sub> ⋯ <i>J</i><sub><i>m</i>+1</sub>, which shrinks or grows geometrically; the residual product always keeps <i>I</i>, and the other terms add to it."
+    },
+    {
+     "text": "LayerNorm in each block rescales the gradients back to size one",
      "correct": false,
      "explanation": "The residual-only stack of the chapter has no LayerNorm, and its gradient still does not vanish: the identity path does it."
     },
     {
-     "text": "Because every <i>J</i> is orthogonal",
+     "text": "Every <i>J</i><sub><i>m</i></sub> is orthogonal, so no factor changes the gradient's size",
      "correct": false,
      "explanation": "Nothing makes random Jacobians orthogonal; the argument needs only the <i>I</i> in each factor."
     }
@@ -663,11 +643,6 @@ window.BOOK_QUIZZES = {
    "type": "choice",
    "question": "Over which entries does LayerNorm, as a transformer uses it, take its mean and standard deviation?",
    "options": [
-    {
-     "text": "The <i>D</i> features of one token",
-     "correct": true,
-     "explanation": "One (<i>μ</i>, <i>σ</i>) per token, so each token's output depends on that token alone."
-    },
     {
      "text": "One feature over all tokens of all examples in the batch",
      "correct": false,
@@ -679,9 +654,14 @@ window.BOOK_QUIZZES = {
      "explanation": "That is InstanceNorm, which shares statistics across the tokens of a sequence."
     },
     {
-     "text": "Everything in one example",
+     "text": "Everything in one example, all its tokens and features",
      "correct": false,
      "explanation": "That is GroupNorm with one group; it too lets tokens influence each other through the statistics."
+    },
+    {
+     "text": "The <i>D</i> features of one token",
+     "correct": true,
+     "explanation": "One (<i>μ</i>, <i>σ</i>) per token, so each token's output depends on that token alone."
     }
    ]
   },
@@ -690,12 +670,12 @@ window.BOOK_QUIZZES = {
    "question": "Which change to a token leaves LayerNorm's output unchanged (ignoring the tiny <i>ε</i>)?",
    "options": [
     {
-     "text": "Multiplying it by a positive number and adding the same constant to all its features",
+     "text": "Scaling by a positive number and shifting all features alike",
      "correct": true,
      "explanation": "Subtracting the mean removes the constant, and dividing by <i>σ</i> removes the positive factor: LayerNorm forgets each token's own mean and scale."
     },
     {
-     "text": "Multiplying it by −1",
+     "text": "Multiplying it by any non-zero number, −1 included",
      "correct": false,
      "explanation": "The mean and the deviations change sign while <i>σ</i> stays positive, so the normalised token changes sign too."
     },
@@ -705,9 +685,9 @@ window.BOOK_QUIZZES = {
      "explanation": "Only a constant shared by all features drops out with the mean; different constants change the token's shape."
     },
     {
-     "text": "None: every change shows in the output",
+     "text": "Only adding a constant to all features; a change of scale shows",
      "correct": false,
-     "explanation": "LayerNorm is blind to a token's overall scale and offset, by construction."
+     "explanation": "Dividing by σ removes a positive factor as well: LayerNorm forgets each token's scale, not only its mean."
     }
    ]
   },
@@ -756,12 +736,7 @@ window.BOOK_QUIZZES = {
    "question": "RMSNorm divides each token by its root mean square and subtracts nothing. Which of LayerNorm's invariances does it keep?",
    "options": [
     {
-     "text": "The invariance to the token's scale, not the one to a shift of all features",
-     "correct": true,
-     "explanation": "A positive factor cancels in <i>x</i> / rms(<i>x</i>), but adding a constant changes the root mean square and the direction: nothing removes it."
-    },
-    {
-     "text": "Both",
+     "text": "Both, as LayerNorm does",
      "correct": false,
      "explanation": "RMSNorm subtracts no mean, so a constant added to every feature stays in the output."
     },
@@ -771,7 +746,12 @@ window.BOOK_QUIZZES = {
      "explanation": "It is the other way round: the division removes the scale, and without a mean subtraction the shift survives."
     },
     {
-     "text": "Neither",
+     "text": "Only the scale invariance",
+     "correct": true,
+     "explanation": "A positive factor cancels in <i>x</i> / rms(<i>x</i>), but adding a constant changes the root mean square and the direction: nothing removes it."
+    },
+    {
+     "text": "Neither: without the mean, nothing cancels",
      "correct": false,
      "explanation": "Dividing by the root mean square does remove any positive factor, so the scale invariance stays."
     }
@@ -789,19 +769,19 @@ window.BOOK_QUIZZES = {
      "explanation": "The standard block adds the branches to <i>X</i><sup>(<i>m</i>−1)</sup> itself, so silent branches leave the identity; the reference's first addition starts from <i>X̄</i><sup>(<i>m</i>−1)</sup>."
     },
     {
-     "text": "Both return <i>X</i>",
+     "text": "Both return <i>X</i>: silent branches leave the identity",
      "correct": false,
      "explanation": "The reference's form adds the attention output to the normalised input <i>X̄</i><sup>(<i>m</i>−1)</sup>, so with silent branches it returns <code>LayerNorm</code>(<i>X</i>)."
     },
     {
-     "text": "Both return <code>LayerNorm</code>(<i>X</i>)",
+     "text": "Both return LayerNorm(<i>X</i>), since each starts by normalising",
      "correct": false,
      "explanation": "The standard block's residual starts from the input itself, so it passes <i>X</i> through unchanged."
     },
     {
-     "text": "Both return zero",
+     "text": "The standard block returns LayerNorm(<i>X</i>); the reference's form returns <i>X</i>",
      "correct": false,
-     "explanation": "The residual connections add the branches to a stream that is not zero: <i>X</i> or its normalised version passes through."
+     "explanation": "It is the other way round: the standard block adds the branches to <i>X</i> itself, the reference's form to the normalised input <i>X̄</i><sup>(<i>m</i>−1)</sup>."
     }
    ]
   },
@@ -863,19 +843,19 @@ window.BOOK_QUIZZES = {
      "explanation": "The first <i>N</i> − 2 positions, and everything they may see, are unchanged. The last two outputs now see different sets of tokens, so they change."
     },
     {
-     "text": "All rows",
+     "text": "All rows: the block is permutation equivariant",
      "correct": false,
      "explanation": "A causal block is no longer permutation equivariant: each output sees the tokens before its position, and the swap changes that for the last two."
     },
     {
-     "text": "No rows",
+     "text": "No rows: every output's set of tokens has changed",
      "correct": false,
      "explanation": "Outputs before the swapped positions see exactly the same tokens as before, so they agree."
     },
     {
-     "text": "Only the last row",
+     "text": "All rows but the last",
      "correct": false,
-     "explanation": "The last position now holds the second-to-last token and sees all <i>N</i> tokens instead of <i>N</i> − 1, so that row changes too."
+     "explanation": "The second-to-last position now holds the last token and sees a different set of tokens, so that row changes too, as does the last."
     }
    ]
   },
@@ -884,22 +864,22 @@ window.BOOK_QUIZZES = {
    "question": "Which statement about the post-norm block of the original transformer is right?",
    "options": [
     {
-     "text": "Every path crosses a LayerNorm, so the stack has no identity path; it trains well only with a learning-rate warm-up",
+     "text": "No path avoids a LayerNorm, and it needs a learning-rate warm-up",
      "correct": true,
      "explanation": "LayerNorm sits after each residual addition. Xiong et al. trace the need for warm-up to this, and pre-norm trains without it."
     },
     {
-     "text": "It trains without warm-up, unlike pre-norm",
+     "text": "It trains without a warm-up; pre-norm is the one that needs it",
      "correct": false,
      "explanation": "It is the other way round: pre-norm can be trained without warm-up, post-norm needs it."
     },
     {
-     "text": "It needs one final LayerNorm after the last block",
+     "text": "Like pre-norm, it needs one final LayerNorm after the last block",
      "correct": false,
      "explanation": "Post-norm's outputs are already normalised. The pre-norm stack, whose residual stream is never normalised, is the one that adds a final LayerNorm."
     },
     {
-     "text": "It is the same as the reference's equations",
+     "text": "It is the chapter's reference form under another name",
      "correct": false,
      "explanation": "The reference's form adds the attention output to the normalised input; post-norm normalises after each addition. They are different arrangements."
     }
@@ -920,7 +900,7 @@ window.BOOK_QUIZZES = {
      "explanation": "Neither form sees the order: both blocks are permutation equivariant."
     },
     {
-     "text": "The sign of each token",
+     "text": "The sign of each token, which LayerNorm removes",
      "correct": false,
      "explanation": "Multiplying a token by −1 does change LayerNorm's output, so the reference's block sees it."
     },
@@ -959,12 +939,7 @@ window.BOOK_QUIZZES = {
    "question": "A discrete tokeniser looks up <i>z</i><sub><i>s</i><sub><i>n</i></sub></sub>, row <i>s</i><sub><i>n</i></sub> of its table. Which statement is right?",
    "options": [
     {
-     "text": "The lookup is the linear map <i>Z</i> <i>e</i><sub><i>s</i><sub><i>n</i></sub></sub> on a one-hot vector, and only the rows of symbols that occur get a gradient",
-     "correct": true,
-     "explanation": "Indexing gives the same numbers as the product with a one-hot vector without multiplying by all the zeros."
-    },
-    {
-     "text": "The lookup is a nonlinear map",
+     "text": "Indexing is not linear, so the lookup has no matrix form",
      "correct": false,
      "explanation": "It is linear: <i>z</i><sub><i>s</i><sub><i>n</i></sub></sub> = <i>Z</i> <i>e</i><sub><i>s</i><sub><i>n</i></sub></sub>, a matrix times a one-hot vector."
     },
@@ -972,6 +947,11 @@ window.BOOK_QUIZZES = {
      "text": "Every row of the table gets a gradient at every step",
      "correct": false,
      "explanation": "A row enters the loss only where its symbol occurs; the rows of absent symbols get zero gradient."
+    },
+    {
+     "text": "It is the linear map <i>Z</i> <i>e</i><sub><i>s</i><sub><i>n</i></sub></sub> on a one-hot vector",
+     "correct": true,
+     "explanation": "Indexing gives the same numbers as the product with a one-hot vector without multiplying by all the zeros."
     },
     {
      "text": "The lookup equals a continuous tokeniser only with a non-zero bias",
@@ -985,22 +965,22 @@ window.BOOK_QUIZZES = {
    "question": "How does adding position embeddings relate to concatenating them?",
    "options": [
     {
-     "text": "Adding is concatenating followed by the fixed map [<i>I</i><sub><i>D</i></sub>   <i>I</i><sub><i>D</i></sub>]: it keeps the width <i>D</i> and costs no parameters",
-     "correct": true,
-     "explanation": "[<i>I</i><sub><i>D</i></sub>   <i>I</i><sub><i>D</i></sub>] applied to the concatenation adds the two halves. A learned map after concatenation could treat word and position separately, which addition gives up."
-    },
-    {
-     "text": "Adding destroys the word's information",
+     "text": "Adding destroys the word's information, which concatenating keeps",
      "correct": false,
      "explanation": "Both are still in the sum, and with <i>D</i> dimensions the learned arrays arrange themselves so that later layers can keep them apart well enough."
     },
     {
-     "text": "Concatenating keeps the token width <i>D</i>",
+     "text": "Adding is concatenating followed by the fixed map [<i>I</i><sub><i>D</i></sub>   <i>I</i><sub><i>D</i></sub>]",
+     "correct": true,
+     "explanation": "[<i>I</i><sub><i>D</i></sub>   <i>I</i><sub><i>D</i></sub>] applied to the concatenation adds the two halves. A learned map after concatenation could treat word and position separately, which addition gives up."
+    },
+    {
+     "text": "Concatenating keeps the width <i>D</i> and needs no extra parameters",
      "correct": false,
      "explanation": "Concatenation gives a token whose width is the sum of the two widths."
     },
     {
-     "text": "Adding works only with sinusoidal tables",
+     "text": "Adding works only with sinusoidal tables, not learned ones",
      "correct": false,
      "explanation": "ViT and most transformers add learned tables; the package's <code>PositionEmbedding</code> adds or concatenates either kind."
     }
@@ -1011,17 +991,17 @@ window.BOOK_QUIZZES = {
    "question": "Why does the sinusoidal embedding pair every sine with a cosine of the same frequency?",
    "options": [
     {
-     "text": "Moving <i>k</i> positions along is then a fixed rotation <i>S</i><sub><i>k</i></sub> of each pair, the same for every <i>n</i>",
+     "text": "A shift by <i>k</i> positions is then one rotation of each pair, for every <i>n</i>",
      "correct": true,
      "explanation": "PE<sub><i>n</i>+<i>k</i></sub> = <i>S</i><sub><i>k</i></sub> PE<sub><i>n</i></sub> with <i>S</i><sub><i>k</i></sub> independent of <i>n</i>, so a linear map, the stuff attention is made of, can shift positions."
     },
     {
-     "text": "To keep every entry between −1 and 1",
+     "text": "To keep every entry between −1 and 1 at any position",
      "correct": false,
      "explanation": "Sines alone already stay in [−1, 1]; the cosines are needed for the shift."
     },
     {
-     "text": "To double the number of different frequencies",
+     "text": "To give each pair two frequencies, doubling the positions it can tell apart",
      "correct": false,
      "explanation": "Each pair shares one frequency <i>ω</i><sub><i>i</i></sub>; the cosine adds a second coordinate, not a frequency."
     },
@@ -1054,12 +1034,7 @@ window.BOOK_QUIZZES = {
    "question": "With rotary embeddings, on what does the score between a key at <i>n</i>′ and a query at <i>n</i> depend?",
    "options": [
     {
-     "text": "On the two tokens' content and the offset <i>n</i> − <i>n</i>′ only",
-     "correct": true,
-     "explanation": "<i>R</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>R</i><sub><i>n</i></sub> = <i>R</i><sub><i>n</i> − <i>n</i>′</sub>, so <i>k</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>q</i><sub><i>n</i></sub> = (<i>U</i><sub><i>k</i></sub> <i>x</i><sub><i>n</i>′</sub>)<sup>⊤</sup> <i>R</i><sub><i>n</i>−<i>n</i>′</sub> (<i>U</i><sub><i>q</i></sub> <i>x</i><sub><i>n</i></sub>): nothing else about the positions survives."
-    },
-    {
-     "text": "On the absolute positions <i>n</i> and <i>n</i>′ separately",
+     "text": "On the content and on both positions <i>n</i>, <i>n</i>′ separately",
      "correct": false,
      "explanation": "The two rotations combine into one by the difference of angles; shifting both positions by the same amount leaves the score unchanged."
     },
@@ -1072,6 +1047,11 @@ window.BOOK_QUIZZES = {
      "text": "On |<i>n</i> − <i>n</i>′|, so before and after look the same",
      "correct": false,
      "explanation": "<i>R</i><sub>−<i>k</i></sub> = <i>R</i><sub><i>k</i></sub><sup>⊤</sup> differs from <i>R</i><sub><i>k</i></sub>, so a key three places before and one three places after get different scores."
+    },
+    {
+     "text": "On the content and the offset <i>n</i> − <i>n</i>′ only",
+     "correct": true,
+     "explanation": "<i>R</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>R</i><sub><i>n</i></sub> = <i>R</i><sub><i>n</i> − <i>n</i>′</sub>, so <i>k</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>q</i><sub><i>n</i></sub> = (<i>U</i><sub><i>k</i></sub> <i>x</i><sub><i>n</i>′</sub>)<sup>⊤</sup> <i>R</i><sub><i>n</i>−<i>n</i>′</sub> (<i>U</i><sub><i>q</i></sub> <i>x</i><sub><i>n</i></sub>): nothing else about the positions survives."
     }
    ]
   }
@@ -1126,11 +1106,6 @@ window.BOOK_QUIZZES = {
    "question": "What is the gradient of an example's cross-entropy with respect to its logit <i>z</i><sub><i>b</i>,<i>c</i></sub>?",
    "options": [
     {
-     "text": "<i>p</i><sub><i>c</i></sub>(<i>z</i><sub><i>b</i></sub>) − [<i>c</i> = <i>c</i><sub><i>b</i></sub>]",
-     "correct": true,
-     "explanation": "The predicted distribution minus the one-hot label: every wrong class is pushed down in proportion to its probability, the true class up by what it lacked."
-    },
-    {
      "text": "−1 / <i>p</i><sub><i>c</i><sub><i>b</i></sub></sub>(<i>z</i><sub><i>b</i></sub>)",
      "correct": false,
      "explanation": "That is the derivative with respect to the true class's probability, not with respect to a logit."
@@ -1139,6 +1114,11 @@ window.BOOK_QUIZZES = {
      "text": "[<i>c</i> = <i>c</i><sub><i>b</i></sub>] − <i>p</i><sub><i>c</i></sub>(<i>z</i><sub><i>b</i></sub>)",
      "correct": false,
      "explanation": "The sign is flipped: this is the direction of a descent step, minus the gradient."
+    },
+    {
+     "text": "<i>p</i><sub><i>c</i></sub>(<i>z</i><sub><i>b</i></sub>) − [<i>c</i> = <i>c</i><sub><i>b</i></sub>]",
+     "correct": true,
+     "explanation": "The predicted distribution minus the one-hot label: every wrong class is pushed down in proportion to its probability, the true class up by what it lacked."
     },
     {
      "text": "Zero for every wrong class",
@@ -1169,12 +1149,7 @@ window.BOOK_QUIZZES = {
    "question": "What makes AdamW's weight decay <em>decoupled</em>?",
    "options": [
     {
-     "text": "It is added to the step, not to the gradient, so every decayed entry shrinks by the same factor 1 − <i>η</i><sub><i>t</i></sub> <i>λ</i>",
-     "correct": true,
-     "explanation": "Added to the gradient, the decay would pass through Adam's division and be strong for parameters with small gradients and weak for those with large ones."
-    },
-    {
-     "text": "It is added to the gradient before Adam's division",
+     "text": "It is added to the gradient, then divided by Adam's √<i>v</i> like the rest",
      "correct": false,
      "explanation": "That is the coupled form the chapter contrasts it with, whose strength depends on each parameter's gradient size."
     },
@@ -1184,9 +1159,14 @@ window.BOOK_QUIZZES = {
      "explanation": "That rule decays only arrays with two or more axes; biases, gains and shifts are left alone."
     },
     {
-     "text": "It applies only during the warm-up",
+     "text": "Its strength <i>λ</i> does not depend on the learning rate <i>η</i><sub><i>t</i></sub> of the step",
      "correct": false,
-     "explanation": "The decay acts at every step, scaled by the learning rate <i>η</i><sub><i>t</i></sub> of that step."
+     "explanation": "Here the decay is <i>η</i><sub><i>t</i></sub> <i>λ</i>: it follows the schedule. What is decoupled is the decay from Adam's normalisation of the gradient."
+    },
+    {
+     "text": "Added to the step, not the gradient, it shrinks each entry by 1 − <i>η</i><sub><i>t</i></sub> <i>λ</i>",
+     "correct": true,
+     "explanation": "Added to the gradient, the decay would pass through Adam's division and be strong for parameters with small gradients and weak for those with large ones."
     }
    ]
   },
@@ -1194,11 +1174,6 @@ window.BOOK_QUIZZES = {
    "type": "choice",
    "question": "Inverted dropout with <i>p</i> = 0.5 multiplies every kept unit by 2 during training. What does the layer do at test time?",
    "options": [
-    {
-     "text": "Nothing: it is the identity",
-     "correct": true,
-     "explanation": "Scaling by 1/(1−<i>p</i>) in training keeps each unit's expected value, so the test-time network needs no change."
-    },
     {
      "text": "It multiplies every unit by 0.5",
      "correct": false,
@@ -1210,6 +1185,11 @@ window.BOOK_QUIZZES = {
      "explanation": "Dropout is switched off at test time; only training draws the random keep-mask."
     },
     {
+     "text": "Nothing: it is the identity",
+     "correct": true,
+     "explanation": "Scaling by 1/(1−<i>p</i>) in training keeps each unit's expected value, so the test-time network needs no change."
+    },
+    {
      "text": "It multiplies every unit by 2",
      "correct": false,
      "explanation": "The factor 2 compensates for the dropped units during training; with nothing dropped it would double the expected value."
@@ -1218,25 +1198,6 @@ window.BOOK_QUIZZES = {
   }
  ],
  "09_language_model": [
-  {
-   "type": "numeric",
-   "question": "A model that guesses uniformly among the 84 symbols of the plays pays how many nats per character?",
-   "answer": 4.4308,
-   "tolerance": 0.01,
-   "answer_text": "ln 84 ≈ 4.43",
-   "explanation": "ln 84 ≈ 4.43 nats: the uniform guess gives every symbol probability 1/84.",
-   "hint": "The loss of a uniform guess is −ln(1/|𝒱|).",
-   "mistakes": [
-    {
-     "value": 6.3923,
-     "explanation": "That is log<sub>2</sub> 84, in bits per character; in nats use the natural logarithm."
-    },
-    {
-     "value": 1.9243,
-     "explanation": "That is log<sub>10</sub> 84; the loss is measured with the natural logarithm."
-    }
-   ]
-  },
   {
    "type": "numeric",
    "question": "A model's loss is 1.6 nats per character. How many bits per character is that?",
@@ -1278,11 +1239,6 @@ window.BOOK_QUIZZES = {
    "question": "Why does the causal mask go into attention and nowhere else?",
    "options": [
     {
-     "text": "Attention is the only place where tokens mix; LayerNorm and the MLP act on each token alone",
-     "correct": true,
-     "explanation": "Forbidding <i>A</i><sub><i>n</i>′,<i>n</i></sub> for <i>n</i>′ &gt; <i>n</i> in every block is then enough for output <i>n</i> to depend on <i>s</i><sub>1</sub>, …, <i>s</i><sub><i>n</i></sub> only."
-    },
-    {
      "text": "The MLP needs a mask too, and the package applies it there",
      "correct": false,
      "explanation": "The MLP never mixes tokens, so there is nothing to mask in it."
@@ -1291,6 +1247,11 @@ window.BOOK_QUIZZES = {
      "text": "The mask is applied to the loss, not to the model",
      "correct": false,
      "explanation": "The loss uses shifted symbols; the mask itself sets forbidden scores to −∞ inside attention."
+    },
+    {
+     "text": "Attention is the only place where tokens mix",
+     "correct": true,
+     "explanation": "Forbidding <i>A</i><sub><i>n</i>′,<i>n</i></sub> for <i>n</i>′ &gt; <i>n</i> in every block is then enough for output <i>n</i> to depend on <i>s</i><sub>1</sub>, …, <i>s</i><sub><i>n</i></sub> only."
     },
     {
      "text": "It zeroes the forbidden weights after the softmax, without renormalising",
@@ -1304,12 +1265,7 @@ window.BOOK_QUIZZES = {
    "question": "Temperature divides the logits, <i>p</i><sub><i>τ</i></sub>(<i>v</i>) ∝ exp(<i>z</i><sub><i>v</i></sub> / <i>τ</i>). What happens as <i>τ</i> → 0?",
    "options": [
     {
-     "text": "Sampling becomes greedy decoding: always the likeliest symbol",
-     "correct": true,
-     "explanation": "Dividing by a tiny <i>τ</i> blows up the gaps between logits, so all the probability goes to the largest one."
-    },
-    {
-     "text": "The distribution becomes uniform",
+     "text": "The distribution becomes uniform over all symbols",
      "correct": false,
      "explanation": "That is the limit <i>τ</i> → ∞, where all logits shrink towards zero."
     },
@@ -1319,9 +1275,14 @@ window.BOOK_QUIZZES = {
      "explanation": "The normalisation keeps the sum at one, but the shape depends on <i>τ</i>: smaller <i>τ</i> sharpens it."
     },
     {
-     "text": "The distribution flattens",
+     "text": "The logits blow up, so the softmax overflows and returns nan",
      "correct": false,
-     "explanation": "<i>τ</i> &lt; 1 sharpens, <i>τ</i> &gt; 1 flattens; <i>τ</i> → 0 is the extreme of sharpening."
+     "explanation": "Implementations subtract the largest logit first, so nothing overflows; the limit is the distribution with all its weight on the largest logit."
+    },
+    {
+     "text": "It becomes greedy: always the likeliest symbol",
+     "correct": true,
+     "explanation": "Dividing by a tiny <i>τ</i> blows up the gaps between logits, so all the probability goes to the largest one."
     }
    ]
   },
@@ -1330,12 +1291,7 @@ window.BOOK_QUIZZES = {
    "question": "Why may a key-value cache keep the keys and values of earlier positions when a new symbol is appended?",
    "options": [
     {
-     "text": "Under the causal mask, the keys and values at <i>n</i>′ in every block depend on <i>s</i><sub>1</sub>, …, <i>s</i><sub><i>n</i>′</sub> only",
-     "correct": true,
-     "explanation": "Appending a symbol changes nothing that earlier positions can see, so their keys and values are unchanged and need not be recomputed."
-    },
-    {
-     "text": "Keys and values do not depend on the input",
+     "text": "Keys and values depend only on the weights, not on the text",
      "correct": false,
      "explanation": "They are projections of each block's tokens, which depend on the text; what makes them reusable is the mask."
     },
@@ -1345,7 +1301,12 @@ window.BOOK_QUIZZES = {
      "explanation": "Without the mask, the tokens at earlier positions in later blocks would read the new symbol, and their keys and values would change."
     },
     {
-     "text": "The cache stores the attention matrices, which do not change",
+     "text": "Under the causal mask, the keys and values at <i>n</i>′ see <i>s</i><sub>1</sub>, …, <i>s</i><sub><i>n</i>′</sub> only",
+     "correct": true,
+     "explanation": "Appending a symbol changes nothing that earlier positions can see, so their keys and values are unchanged and need not be recomputed."
+    },
+    {
+     "text": "The cache stores the attention matrices, which do not change as text grows",
      "correct": false,
      "explanation": "The cache holds keys (<i>H</i>, <i>N</i>, <i>K</i>) and values (<i>H</i>, <i>N</i>, <i>D</i><sub><i>v</i></sub>) per block; the new query's attention column is computed afresh."
     }
@@ -1356,14 +1317,9 @@ window.BOOK_QUIZZES = {
    "question": "How does top-p (nucleus) sampling choose the symbols it samples from?",
    "options": [
     {
-     "text": "The smallest set of likeliest symbols whose probabilities add up to at least <i>p</i>",
-     "correct": true,
-     "explanation": "So the number kept follows the model's certainty: few symbols in the middle of a word, many at its start."
-    },
-    {
-     "text": "Always the <i>k</i> likeliest symbols",
+     "text": "The likeliest symbols, a fixed share <i>p</i> of the vocabulary",
      "correct": false,
-     "explanation": "That is top-k, which keeps the same number whatever the distribution."
+     "explanation": "That keeps the same number whatever the distribution, like top-k; top-p's count follows the model's certainty."
     },
     {
      "text": "Every symbol whose own probability is at least <i>p</i>",
@@ -1374,6 +1330,11 @@ window.BOOK_QUIZZES = {
      "text": "It divides the logits by <i>p</i>, like a temperature",
      "correct": false,
      "explanation": "Top-p cuts the tail of the distribution; it does not rescale the logits."
+    },
+    {
+     "text": "The fewest likeliest symbols whose probabilities reach <i>p</i>",
+     "correct": true,
+     "explanation": "So the number kept follows the model's certainty: few symbols in the middle of a word, many at its start."
     }
    ]
   }
@@ -1384,17 +1345,12 @@ window.BOOK_QUIZZES = {
    "question": "In a decoder layer's cross-attention, where do the queries, keys and values come from?",
    "options": [
     {
-     "text": "Queries from the output tokens; keys and values from the encoder's outputs <i>Z</i>",
-     "correct": true,
-     "explanation": "Each output position asks its question of the source: <i>A</i>′<sub><i>h</i></sub> is <i>N</i><sub><i>s</i></sub> × <i>N</i><sub><i>t</i></sub>, source by output."
-    },
-    {
      "text": "Queries from the source; keys and values from the output tokens",
      "correct": false,
      "explanation": "The roles are swapped: the decoder reads the source, so its tokens supply the queries."
     },
     {
-     "text": "All three from <i>Z</i>",
+     "text": "All three from <i>Z</i>, the encoder's outputs",
      "correct": false,
      "explanation": "That is the encoder's own self-attention; cross-attention is where the two sequences meet."
     },
@@ -1402,6 +1358,11 @@ window.BOOK_QUIZZES = {
      "text": "Keys from the source, values from the output tokens",
      "correct": false,
      "explanation": "Keys and values must come from the same tokens: the weights over source characters average the source's values."
+    },
+    {
+     "text": "Queries from the output tokens; keys and values from <i>Z</i>",
+     "correct": true,
+     "explanation": "Each output position asks its question of the source: <i>A</i>′<sub><i>h</i></sub> is <i>N</i><sub><i>s</i></sub> × <i>N</i><sub><i>t</i></sub>, source by output."
     }
    ]
   },
@@ -1427,22 +1388,22 @@ window.BOOK_QUIZZES = {
    "question": "What is teacher forcing?",
    "options": [
     {
-     "text": "In training the decoder reads the true output shifted right, and one pass scores every output position",
+     "text": "Feeding the true output shifted right, scoring every position in one pass",
      "correct": true,
      "explanation": "The causal mask keeps position <i>n</i> from seeing the character it must predict, so all eleven positions train at once."
     },
     {
-     "text": "In training the decoder reads its own greedy outputs",
+     "text": "In training the decoder reads its own greedy outputs, one at a time",
      "correct": false,
      "explanation": "That is decoding at test time; in training the true characters are fed in."
     },
     {
-     "text": "Training without a causal mask in the decoder",
+     "text": "Training the decoder without a causal mask, since the true output is known",
      "correct": false,
      "explanation": "The mask is what keeps teacher forcing honest: without it, position <i>n</i> could read the answer."
     },
     {
-     "text": "Masking the future in the encoder",
+     "text": "Masking the future in the encoder, so that it cannot see the answer",
      "correct": false,
      "explanation": "The encoder is bidirectional: every source character may read every other; only padding is masked there."
     }
@@ -1470,14 +1431,14 @@ window.BOOK_QUIZZES = {
    "question": "What does beam search with <i>k</i> = 1 compute?",
    "options": [
     {
-     "text": "Greedy decoding",
-     "correct": true,
-     "explanation": "Keeping only the single best partial output and extending it by its likeliest character is exactly the greedy rule; the chapter checks this first."
-    },
-    {
      "text": "The likeliest whole string",
      "correct": false,
      "explanation": "Greedy choices need not give the likeliest string; a larger beam searches more of them, <i>k</i> = 1 the fewest."
+    },
+    {
+     "text": "Greedy decoding",
+     "correct": true,
+     "explanation": "Keeping only the single best partial output and extending it by its likeliest character is exactly the greedy rule; the chapter checks this first."
     },
     {
      "text": "A random sample from the model",
@@ -1485,7 +1446,7 @@ window.BOOK_QUIZZES = {
      "explanation": "Beam search is deterministic: it ranks partial outputs by their log-probabilities."
     },
     {
-     "text": "An exhaustive search over all outputs",
+     "text": "An exhaustive search over all possible outputs",
      "correct": false,
      "explanation": "That would need a beam as large as the number of possible strings; <i>k</i> = 1 keeps one."
     }
@@ -1496,24 +1457,24 @@ window.BOOK_QUIZZES = {
    "question": "Why does the trained model fail on years from the 1800s and 2100s?",
    "options": [
     {
-     "text": "In training the first two digits were only ever 19 or 20, so it learned them as a choice between two, not as a copy",
-     "correct": true,
-     "explanation": "What a model can generalise to is fixed by what varied in its training data; the last two digits varied and are copied."
-    },
-    {
-     "text": "The source vocabulary lacks the digits 1, 8 and 2",
+     "text": "Those years were rare in training, and longer training would fix it",
      "correct": false,
-     "explanation": "Every digit is in both vocabularies; the problem is where they occur, not whether."
+     "explanation": "They were not rare but absent: the first two digits were only ever 19 or 20, and no amount of training teaches a copy that was never needed."
     },
     {
-     "text": "Those years need more than <i>N</i><sub><i>t</i></sub> output positions",
+     "text": "Dates of those years need more than the <i>N</i><sub><i>t</i></sub> output positions",
      "correct": false,
      "explanation": "Every ISO date has ten characters, whatever the century."
     },
     {
-     "text": "Cross-attention cannot read digits",
+     "text": "Training years began only with 19 or 20: a choice, not a copy",
+     "correct": true,
+     "explanation": "What a model can generalise to is fixed by what varied in its training data; the last two digits varied and are copied."
+    },
+    {
+     "text": "Cross-attention cannot reach the year's position in the source",
      "correct": false,
-     "explanation": "It copies year digits it never saw together in the seen formats; the failure is confined to the century."
+     "explanation": "It does: the last two digits of the year are copied right; the failure is confined to the century."
     }
    ]
   }
@@ -1541,17 +1502,12 @@ window.BOOK_QUIZZES = {
    "question": "Linear attention carries a state (<i>S</i><sub><i>n</i></sub>, <i>z</i><sub><i>n</i></sub>) from token to token. How large is it?",
    "options": [
     {
-     "text": "Fixed: <i>K</i> × <i>D</i><sub><i>v</i></sub> plus <i>K</i> numbers, however long the sequence",
-     "correct": true,
-     "explanation": "The sums over the past are accumulated into <i>S</i><sub><i>n</i></sub> and <i>z</i><sub><i>n</i></sub>, so linear attention is a recurrent network with a linear state update."
-    },
-    {
-     "text": "It grows by one key and one value per token",
+     "text": "It grows by one key and one value per token, like a cache",
      "correct": false,
      "explanation": "That is softmax attention's key-value cache; the exponential does not factor into key features times query features."
     },
     {
-     "text": "<i>N</i> × <i>N</i>, the attention matrix",
+     "text": "<i>N</i> × <i>N</i>: the attention matrix of the tokens so far",
      "correct": false,
      "explanation": "The parallel form builds that matrix; the recurrent form never does."
     },
@@ -1559,6 +1515,11 @@ window.BOOK_QUIZZES = {
      "text": "There is no state; each output is computed from scratch",
      "correct": false,
      "explanation": "<i>S</i><sub><i>n</i></sub> = <i>S</i><sub><i>n</i>−1</sub> + <i>φ</i>(<i>k</i><sub><i>n</i></sub>) <i>v</i><sub><i>n</i></sub><sup>⊤</sup> is exactly a state carried along."
+    },
+    {
+     "text": "Fixed: <i>K</i> × <i>D</i><sub><i>v</i></sub> plus <i>K</i> numbers, for any length",
+     "correct": true,
+     "explanation": "The sums over the past are accumulated into <i>S</i><sub><i>n</i></sub> and <i>z</i><sub><i>n</i></sub>, so linear attention is a recurrent network with a linear state update."
     }
    ]
   },
@@ -1566,11 +1527,6 @@ window.BOOK_QUIZZES = {
    "type": "choice",
    "question": "In state-space duality, every decay is the same constant, <i>a</i><sub><i>n</i></sub> = <i>γ</i>. What is the mask <i>L</i><sub><i>n</i>′,<i>n</i></sub> for <i>n</i>′ ≤ <i>n</i>?",
    "options": [
-    {
-     "text": "<i>γ</i><sup> <i>n</i> − <i>n</i>′</sup>",
-     "correct": true,
-     "explanation": "What was written at step <i>n</i>′ has been multiplied by every decay since, <i>n</i> − <i>n</i>′ of them: the retention mask."
-    },
     {
      "text": "<i>γ</i><sup> <i>n</i>′ − <i>n</i></sup>",
      "correct": false,
@@ -1580,6 +1536,11 @@ window.BOOK_QUIZZES = {
      "text": "<i>γ</i>, for every pair",
      "correct": false,
      "explanation": "The decays multiply: an older write has passed through more of them."
+    },
+    {
+     "text": "<i>γ</i><sup> <i>n</i> − <i>n</i>′</sup>",
+     "correct": true,
+     "explanation": "What was written at step <i>n</i>′ has been multiplied by every decay since, <i>n</i> − <i>n</i>′ of them: the retention mask."
     },
     {
      "text": "1, the plain causal mask",
@@ -1593,22 +1554,22 @@ window.BOOK_QUIZZES = {
    "question": "In the online softmax, what does the factor <i>e</i><sup><i>ŝ</i><sub><i>j</i>−1</sub> − <i>ŝ</i><sub><i>j</i></sub></sup> do?",
    "options": [
     {
-     "text": "It rescales the old sums ℓ and <i>o</i> whenever the running maximum changes",
+     "text": "It rescales the old sums ℓ and <i>o</i> when the maximum grows",
      "correct": true,
      "explanation": "Both sums are kept relative to the largest score so far; when it grows, the old terms must shrink by the same factor, and every exponent stays at most zero."
     },
     {
-     "text": "It is the softmax weight of key <i>j</i>",
+     "text": "It is key <i>j</i>'s softmax weight, before the final division",
      "correct": false,
      "explanation": "Key <i>j</i>'s term is <i>e</i><sup><i>s</i><sub><i>j</i></sub> − <i>ŝ</i><sub><i>j</i></sub></sup>; the factor acts on the sums of the earlier keys."
     },
     {
-     "text": "It is always one",
+     "text": "It is always one, since it cancels in the final division",
      "correct": false,
-     "explanation": "Only while the maximum does not change; the chapter's control forgets it and fails."
+     "explanation": "It is one only while the maximum does not change, and it does not cancel: the chapter's control leaves it out and fails."
     },
     {
-     "text": "It normalises the output at the end",
+     "text": "It normalises the output, as the final division would",
      "correct": false,
      "explanation": "The final division <i>y</i> = <i>o</i><sub><i>N</i></sub> / ℓ<sub><i>N</i></sub> does that."
     }
@@ -1640,9 +1601,9 @@ window.BOOK_QUIZZES = {
    "question": "Why is a graph attention network's (GAT's) attention called <em>static</em>?",
    "options": [
     {
-     "text": "LeakyReLU is increasing, so every receiver ranks its neighbours by the same quantity <i>a</i><sub>in</sub><sup>⊤</sup> <i>W</i> <i>x</i><sub><i>n</i>′</sub>",
+     "text": "Every receiver ranks its neighbours in the same order",
      "correct": true,
-     "explanation": "The receiver's term is the same for all its neighbours, so on a complete graph every node ranks the others in the same order."
+     "explanation": "LeakyReLU is increasing and the receiver's own term is shared by all its neighbours, so each receiver ranks them by <i>a</i><sub>in</sub><sup>⊤</sup> <i>W</i> <i>x</i><sub><i>n</i>′</sub>: on a complete graph every node orders the others alike."
     },
     {
      "text": "Its weights are fixed parameters, independent of the input",
@@ -1650,12 +1611,12 @@ window.BOOK_QUIZZES = {
      "explanation": "The scores do depend on the tokens; what is fixed is the order in which receivers rank them."
     },
     {
-     "text": "Dot-product attention has the same property",
+     "text": "Its scores ignore the receiver's features entirely",
      "correct": false,
-     "explanation": "The score <i>k</i><sub><i>n</i>′</sub><sup>⊤</sup> <i>q</i><sub><i>n</i></sub> couples both tokens, so each query can rank the keys differently: dynamic attention."
+     "explanation": "The receiver's term is in every score, but it is the same for all its neighbours, so it cannot change their order."
     },
     {
-     "text": "GATv2 has it too",
+     "text": "GATv2, which moves the nonlinearity, has it too",
      "correct": false,
      "explanation": "GATv2 applies the nonlinearity before the attention vector, which is what makes its attention dynamic."
     }
@@ -1666,17 +1627,17 @@ window.BOOK_QUIZZES = {
    "question": "In Gaussian kernel regression, what does <i>f</i> become as the bandwidth <i>σ</i> → ∞?",
    "options": [
     {
-     "text": "The mean of the samples' values: every weight tends to 1/<i>N</i>",
+     "text": "The mean of the samples' values, each weight 1/<i>N</i>",
      "correct": true,
      "explanation": "The bandwidth is attention's temperature; a huge <i>σ</i> makes all scores equal."
     },
     {
-     "text": "Nearest-neighbour regression",
+     "text": "Nearest-neighbour regression, the closest sample's value",
      "correct": false,
      "explanation": "That is the other limit, <i>σ</i> → 0, where the softmax picks the nearest sample."
     },
     {
-     "text": "Zero everywhere",
+     "text": "Zero everywhere, as every weight tends to zero",
      "correct": false,
      "explanation": "The weights are normalised to sum to one, so <i>f</i> stays an average of the values."
     },
@@ -1742,11 +1703,6 @@ window.BOOK_QUIZZES = {
    "question": "What does fully sharded data parallelism trade against plain data parallelism?",
    "options": [
     {
-     "text": "Memory per device divided by <i>G</i>, for 1.5 times the traffic",
-     "correct": true,
-     "explanation": "Each device stores 16|<i>θ</i>| / <i>G</i> bytes, and sends three passes (two all-gathers of the parameters, one reduce-scatter) instead of two."
-    },
-    {
      "text": "Less traffic, for more memory per device",
      "correct": false,
      "explanation": "It is the opposite: it sends more (three passes instead of two) and stores less."
@@ -1755,6 +1711,11 @@ window.BOOK_QUIZZES = {
      "text": "Traffic that follows the activations instead of the parameters",
      "correct": false,
      "explanation": "That describes tensor parallelism; both data-parallel kinds send amounts set by the parameters."
+    },
+    {
+     "text": "Memory per device divided by <i>G</i>, for 1.5 times the traffic",
+     "correct": true,
+     "explanation": "Each device stores 16|<i>θ</i>| / <i>G</i> bytes, and sends three passes (two all-gathers of the parameters, one reduce-scatter) instead of two."
     },
     {
      "text": "The same memory and traffic, with a different partition spec",
@@ -1768,24 +1729,24 @@ window.BOOK_QUIZZES = {
    "question": "Tensor parallelism splits the MLP as Megatron-LM does. How?",
    "options": [
     {
-     "text": "The first layer by output features (hidden units), the second by input features; one all-reduce sums the partial outputs",
+     "text": "Layer 1 by hidden units, layer 2 by input features, then one all-reduce",
      "correct": true,
      "explanation": "The GELU acts on each hidden unit alone, so each device can finish its units; the second layer then gives each device a partial sum of the output."
     },
     {
-     "text": "The first layer by input features",
+     "text": "The first layer by its input features, the second by its output features",
      "correct": false,
      "explanation": "Then each device would hold partial sums of every hidden unit, and the GELU could not be applied before summing them."
     },
     {
-     "text": "Both layers by output features",
+     "text": "Both layers by their output features, with a gather between them",
      "correct": false,
-     "explanation": "The second layer would then need every hidden unit on every device: a gather between the two layers."
+     "explanation": "That works, but gathers every hidden unit onto every device between the layers; splitting the second layer by its inputs needs only one all-reduce, at the end."
     },
     {
-     "text": "No communication is needed at all",
+     "text": "Each device keeps whole layers: layer 1 on one, layer 2 on another",
      "correct": false,
-     "explanation": "The partial outputs of the second layer must be summed across devices: one all-reduce."
+     "explanation": "That is pipeline parallelism, which splits by layers and sends activations between stages; Megatron-LM splits each matrix."
     }
    ]
   },
@@ -1794,14 +1755,14 @@ window.BOOK_QUIZZES = {
    "question": "In <code>shard_map</code>, the replicated parameters' gradient is already summed over devices, and the code then calls <code>pmean</code> on it. What comes out?",
    "options": [
     {
-     "text": "<i>G</i> times the right gradient",
-     "correct": true,
-     "explanation": "<code>pmean</code> averages <i>G</i> equal copies of the sum and leaves the sum, which is <i>G</i> times the gradient of the mean loss. Declaring the parameters device-varying first fixes it."
-    },
-    {
      "text": "The right gradient",
      "correct": false,
      "explanation": "Only if each device holds its own local gradient, after <code>jax.lax.pcast(..., to=&quot;varying&quot;)</code>; here the sum is already taken."
+    },
+    {
+     "text": "<i>G</i> times the right gradient",
+     "correct": true,
+     "explanation": "<code>pmean</code> averages <i>G</i> equal copies of the sum and leaves the sum, which is <i>G</i> times the gradient of the mean loss. Declaring the parameters device-varying first fixes it."
     },
     {
      "text": "1/<i>G</i> times the right gradient",
@@ -1820,14 +1781,14 @@ window.BOOK_QUIZZES = {
    "question": "Gradient accumulation cuts a batch of 32 into 4 micro-batches of 8. How does it get the whole batch's gradient?",
    "options": [
     {
-     "text": "It averages the micro-batches' mean-loss gradients",
-     "correct": true,
-     "explanation": "The mean of the micro-batches' means is the mean over the whole batch, and gradients are linear; only one micro-batch's activations are in memory at a time."
-    },
-    {
-     "text": "It adds the micro-batches' mean-loss gradients",
+     "text": "It adds the 4 mean-loss gradients",
      "correct": false,
      "explanation": "The sum is 4 times the gradient of the mean loss; the micro-batches must be averaged."
+    },
+    {
+     "text": "It averages the 4 mean-loss gradients",
+     "correct": true,
+     "explanation": "The mean of the micro-batches' means is the mean over the whole batch, and gradients are linear; only one micro-batch's activations are in memory at a time."
     },
     {
      "text": "It uses one micro-batch's gradient as an estimate",
@@ -1835,7 +1796,7 @@ window.BOOK_QUIZZES = {
      "explanation": "One micro-batch alone gives a different gradient, as the chapter checks."
     },
     {
-     "text": "It needs four devices",
+     "text": "It runs the 4 micro-batches on 4 devices at once",
      "correct": false,
      "explanation": "Accumulation runs the micro-batches one after another on one device; it trades time for memory."
     }
@@ -1846,24 +1807,24 @@ window.BOOK_QUIZZES = {
    "question": "What does activation checkpointing (<code>jax.checkpoint</code>) change?",
    "options": [
     {
-     "text": "What is stored: it recomputes activations in the backward pass and never changes the gradient",
-     "correct": true,
-     "explanation": "About one more forward pass of arithmetic buys much less memory."
-    },
-    {
-     "text": "The gradient, slightly",
+     "text": "The gradient, slightly, as recomputed activations round differently",
      "correct": false,
      "explanation": "The recomputed activations are the same numbers, so the gradient is unchanged."
     },
     {
-     "text": "It saves the weights to disk during training",
+     "text": "It writes the training state to disk, so that a run can resume",
      "correct": false,
      "explanation": "That is a training checkpoint; activation checkpointing concerns the forward pass's intermediate values."
     },
     {
-     "text": "It needs a second device",
+     "text": "Only what is stored: activations are recomputed in the backward pass",
+     "correct": true,
+     "explanation": "About one more forward pass of arithmetic buys much less memory."
+    },
+    {
+     "text": "It moves the activations to the host's memory until the backward pass",
      "correct": false,
-     "explanation": "Like gradient accumulation it works on a single device, trading time for memory."
+     "explanation": "That is offloading; checkpointing discards the activations and recomputes them from each checkpointed segment's inputs."
     }
    ]
   }
@@ -1913,24 +1874,24 @@ window.BOOK_QUIZZES = {
    "question": "Why start a tokeniser from bytes rather than from characters?",
    "options": [
     {
-     "text": "Bytes have exactly 256 values, so the base vocabulary is fixed and any text can be encoded",
-     "correct": true,
-     "explanation": "Every string is stored as UTF-8 bytes; a character vocabulary built from one corpus fails on the next one's characters."
-    },
-    {
      "text": "Byte sequences are shorter than character sequences",
      "correct": false,
      "explanation": "They are at least as long, and two to four times longer for non-Latin scripts; BPE wins the length back."
     },
     {
-     "text": "Unicode has only 256 characters",
+     "text": "UTF-8 stores each character in one byte, so the two are the same",
      "correct": false,
-     "explanation": "Unicode assigns more than 140,000 characters; bytes have 256 values."
+     "explanation": "Only ASCII characters take one byte; others take two to four, and a vocabulary of the 256 byte values covers them all."
     },
     {
-     "text": "Bytes line up with word boundaries",
+     "text": "Bytes line up with word boundaries, so merges stay inside words",
      "correct": false,
      "explanation": "Bytes know nothing about words; the pre-tokenising pattern is what keeps merges inside words."
+    },
+    {
+     "text": "Bytes have 256 values: a fixed base vocabulary that covers any text",
+     "correct": true,
+     "explanation": "Every string is stored as UTF-8 bytes; a character vocabulary built from one corpus fails on the next one's characters."
     }
    ]
   },
@@ -1954,7 +1915,7 @@ window.BOOK_QUIZZES = {
      "explanation": "Only runs of whitespace form chunks, and even then the last space goes to the next word."
     },
     {
-     "text": "It is dropped",
+     "text": "It is dropped, and decoding puts it back",
      "correct": false,
      "explanation": "Byte-level BPE never drops anything; decoding must give back the text exactly."
     }
@@ -1965,12 +1926,12 @@ window.BOOK_QUIZZES = {
    "question": "How does a trained BPE tokeniser encode new text, inside one chunk?",
    "options": [
     {
-     "text": "It repeatedly joins the adjacent pair whose joined bytes form the earliest-learned token (lowest id)",
+     "text": "It joins the pair whose token was learned earliest, again and again",
      "correct": true,
      "explanation": "The order of the merges is the encoding rule; for GPT-2's merges this gives exactly the tokens of OpenAI's encoder."
     },
     {
-     "text": "It merges the pair that is most frequent in the new text",
+     "text": "It merges the pair that is most frequent in the new text, again and again",
      "correct": false,
      "explanation": "That is the training rule; encoding replays the merges learned, by rank."
     },
@@ -1988,20 +1949,28 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "numeric",
-   "question": "A language model assigns a held-out text of 1,000 characters a total negative log-probability of 1,200 nats. What is its bits per character?",
-   "answer": 1.7312,
+   "question": "A BPE model's loss is 4.2 nats per token on a held-out text of 1,000 tokens, which hold 3,000 characters. What is its bits per character?",
+   "answer": 2.0198,
    "tolerance": 0.01,
-   "answer_text": "about 1.73",
-   "explanation": "1/(ln 2) · (1,200)/(1,000) ≈ 1.73 bits per character, whatever the tokens were.",
-   "hint": "Divide the total by the number of characters, then convert nats to bits.",
+   "answer_text": "about 2.02",
+   "explanation": "The text costs 4.2 × 1,000 = 4,200 nats for 3,000 characters: 1.4 nats per character, and 1.4 / ln 2 ≈ 2.02 bits per character.",
+   "hint": "Find the text's total loss, divide it by the number of characters, then convert nats to bits.",
    "mistakes": [
     {
-     "value": 1.2,
-     "explanation": "1.2 is nats per character; divide by ln 2 for bits."
+     "value": 6.0593,
+     "explanation": "4.2 / ln 2 ≈ 6.06 is bits per token; a token holds three characters here, so divide by 3 as well."
     },
     {
-     "value": 0.8318,
-     "explanation": "That multiplies by ln 2; converting nats to bits divides by it."
+     "value": 1.4,
+     "explanation": "1.4 is nats per character; divide by ln 2 for bits."
+    },
+    {
+     "value": 0.9704,
+     "explanation": "That multiplies by ln 2; converting nats to bits divides by it."
+    },
+    {
+     "value": 18.178,
+     "explanation": "That multiplies by the three characters per token; a character carries a third of a token's loss, so divide."
     }
    ]
   },
@@ -2015,17 +1984,17 @@ window.BOOK_QUIZZES = {
      "explanation": "Per character, both models are charged for the same text: the total negative log-probability divided by its number of characters."
     },
     {
-     "text": "Loss per token is always lower for characters",
+     "text": "Loss per token is always lower for the character model",
      "correct": false,
      "explanation": "Predicting one of 84 characters is easier than one of 512 tokens, which is exactly why per-token losses do not compare."
     },
     {
-     "text": "Bits per character ignore the vocabulary size",
+     "text": "Bits per character, unlike nats per token, ignore the vocabulary size",
      "correct": false,
      "explanation": "The vocabulary enters through the model's probabilities; the unit just makes the total comparable."
     },
     {
-     "text": "The BPE model's loss cannot be computed per token",
+     "text": "The BPE model's loss cannot be computed per token, only per byte",
      "correct": false,
      "explanation": "It can; it just measures a different quantity from the character model's."
     }
@@ -2116,17 +2085,12 @@ window.BOOK_QUIZZES = {
    "question": "Rotary positions in the interleaved layout pair (2<i>i</i>, 2<i>i</i>+1); Hugging Face's Llama code pairs (<i>i</i>, <i>i</i> + <i>K</i>/2). What follows?",
    "options": [
     {
-     "text": "The two are the same rotation with the coordinates permuted, so the attention is equal, but a checkpoint's rows of <i>U</i><sub><i>q</i></sub>, <i>U</i><sub><i>k</i></sub> must match its layout",
-     "correct": true,
-     "explanation": "Keys and queries are permuted alike, so their dot products are unchanged; loading with the other layout needs the rows permuted."
-    },
-    {
-     "text": "The two layouts give different attention",
+     "text": "The two layouts give different attention, so a model must be retrained for one",
      "correct": false,
      "explanation": "A permutation applied to both keys and queries leaves every dot product as it was."
     },
     {
-     "text": "The half-split layout uses other frequencies",
+     "text": "The half-split layout uses other frequencies <i>ω</i><sub><i>i</i></sub> for its pairs",
      "correct": false,
      "explanation": "Both use <i>ω</i><sub><i>i</i></sub> = <i>ρ</i><sup>−2<i>i</i>/<i>K</i></sup>; only which coordinates form a pair differs."
     },
@@ -2134,6 +2098,11 @@ window.BOOK_QUIZZES = {
      "text": "The half-split layout rotates only half of the coordinates",
      "correct": false,
      "explanation": "Every coordinate belongs to one pair, (<i>i</i>, <i>i</i> + <i>K</i>/2), and every pair is rotated."
+    },
+    {
+     "text": "The same attention; a checkpoint's rows of <i>U</i><sub><i>q</i></sub>, <i>U</i><sub><i>k</i></sub> must match its layout",
+     "correct": true,
+     "explanation": "Keys and queries are permuted alike, so their dot products are unchanged; loading with the other layout needs the rows permuted."
     }
    ]
   },
@@ -2161,22 +2130,22 @@ window.BOOK_QUIZZES = {
    "question": "Every block starts as the identity: <i>O</i><sub><i>h</i></sub> and the MLP's <i>W</i><sub>2</sub> (with its bias) are zero. Which weights get a zero gradient at the first step?",
    "options": [
     {
-     "text": "The query, key and value maps and the MLP's <i>W</i><sub>1</sub>: they reach the loss only through a zero map",
+     "text": "The maps before a zero map: the query, key and value maps and <i>W</i><sub>1</sub>",
      "correct": true,
      "explanation": "∂ ℒ / ∂ <i>O</i><sub><i>h</i></sub> = Σ<sub><i>n</i></sub> (∂ ℒ / ∂ <i>y</i><sub><i>n</i></sub>) <i>z</i><sub><i>h</i>,<i>n</i></sub><sup>⊤</sup> is not zero, so <i>O</i><sub><i>h</i></sub> moves first, and the maps behind it follow from the second step on."
     },
     {
-     "text": "All weights: the model cannot learn",
+     "text": "All weights: a model that computes the identity cannot start learning",
      "correct": false,
      "explanation": "The zero maps themselves get a non-zero gradient, since what head <i>h</i> gathers, <i>z</i><sub><i>h</i>,<i>n</i></sub>, is not zero."
     },
     {
-     "text": "Only the zero maps <i>O</i><sub><i>h</i></sub> and <i>W</i><sub>2</sub>",
+     "text": "Only the zero maps <i>O</i><sub><i>h</i></sub> and <i>W</i><sub>2</sub> themselves, as their values are zero",
      "correct": false,
      "explanation": "It is the other way round: the zero maps get gradient, the maps before them do not."
     },
     {
-     "text": "None",
+     "text": "None: a zero output still passes gradient to the maps before it",
      "correct": false,
      "explanation": "Anything whose only way to the loss passes through a zero matrix gets zero gradient at first."
     }
@@ -2185,49 +2154,28 @@ window.BOOK_QUIZZES = {
  ],
  "15_pretrained_model": [
   {
-   "type": "numeric",
-   "question": "A Q4_1 block stores 32 weights as 4-bit codes plus a 16-bit scale and a 16-bit offset. How many bits does it spend per weight?",
-   "answer": 5,
-   "explanation": "32 · 4 + 2 · 16 = 160 bits, 20 bytes, for 32 weights: 5 bits each.",
-   "hint": "Add up the bits of the codes, the scale and the offset, then divide by 32.",
-   "mistakes": [
-    {
-     "value": 4,
-     "explanation": "4 bits are the code alone; the shared scale and offset add one bit per weight."
-    },
-    {
-     "value": 4.5,
-     "explanation": "That counts only one of the two 16-bit numbers, scale and offset."
-    },
-    {
-     "value": 8,
-     "explanation": "8 bits per weight is Q8_0, the format of the token table."
-    }
-   ]
-  },
-  {
    "type": "choice",
-   "question": "In Q4_1 a weight is stored as <i>w</i> = <i>d</i> <i>q</i> + <i>m</i> with a code <i>q</i> ∈ {0, …, 15}. By how much can rounding move an original weight?",
+   "question": "The program that wrote SmolLM2's file permuted the rows of each head's <i>U</i><sub><i>q</i></sub> and <i>U</i><sub><i>k</i></sub> for llama.cpp's rotation of neighbouring pairs. Why were the rows of <i>U</i><sub><i>v</i></sub> left as they were?",
    "options": [
     {
-     "text": "At most half a step, <i>d</i>/2",
+     "text": "They were permuted too, and the loader puts them back as well",
+     "correct": false,
+     "explanation": "Only <i>U</i><sub><i>q</i></sub> and <i>U</i><sub><i>k</i></sub> were permuted: the permutation matches how a rotation pairs coordinates, and values are not rotated. The loader leaves <i>U</i><sub><i>v</i></sub> alone."
+    },
+    {
+     "text": "Only keys and queries are rotated; values never are",
      "correct": true,
-     "explanation": "The 16 levels are <i>d</i> apart, and a weight is rounded to the nearest one."
+     "explanation": "Rotary positions turn the keys and queries before their dot product; the values are averaged as they are, so no pairing of their coordinates exists to match."
     },
     {
-     "text": "At most <i>d</i>",
+     "text": "<i>U</i><sub><i>v</i></sub> is shared by a group of query heads, so its rows cannot move",
      "correct": false,
-     "explanation": "Rounding to the nearest level never goes more than half-way to the next one."
+     "explanation": "Sharing sets how many value heads there are, not their row order; <i>U</i><sub><i>k</i></sub> is shared by the same groups and was permuted."
     },
     {
-     "text": "At most <i>m</i>",
+     "text": "Any row order of <i>U</i><sub><i>v</i></sub> gives the same output, so it does not matter",
      "correct": false,
-     "explanation": "<i>m</i> is the block's offset, the value of code 0; it sets where the levels start, not how far apart they are."
-    },
-    {
-     "text": "Not at all: 4 bits store the weights exactly",
-     "correct": false,
-     "explanation": "16 levels per block of 32 weights cannot hold arbitrary numbers; the file holds a perturbed copy of the released model."
+     "explanation": "Reordering <i>U</i><sub><i>v</i></sub>'s rows reorders the values' coordinates, which <i>O</i><sub><i>h</i></sub> reads in a fixed order: the output would change unless <i>O</i><sub><i>h</i></sub>'s columns moved too."
     }
    ]
   },
@@ -2300,17 +2248,17 @@ window.BOOK_QUIZZES = {
    "question": "Many of SmolLM2's heads put most of their weight on the first token. What does the chapter make of it?",
    "options": [
     {
-     "text": "Trained models often park attention there when nothing else is worth reading: attention sinks",
+     "text": "A habit of trained models, which park weight there: attention sinks",
      "correct": true,
      "explanation": "It is a matter of depth more than of a few heads; Xiao et al. found the same in larger models and called such tokens attention sinks."
     },
     {
-     "text": "The first token carries the meaning of the sentence",
+     "text": "The first token carries the meaning of the whole prompt",
      "correct": false,
      "explanation": "The same happens whatever the first token says; it is where attention rests, not what the sentence means."
     },
     {
-     "text": "The causal mask forces it",
+     "text": "The causal mask forces it: the first token is the one every position sees",
      "correct": false,
      "explanation": "The mask only forbids later inputs; it says nothing about how the weight is spread over the allowed ones, and the head of the first block spreads its weight over the last few tokens."
     },
@@ -2326,24 +2274,24 @@ window.BOOK_QUIZZES = {
    "question": "Does a confident, fluent answer from the model mean the answer is right?",
    "options": [
     {
-     "text": "No: a continuation's probability measures how typical it is of the training text, not whether it is true",
-     "correct": true,
-     "explanation": "The chapter's model states wrong facts and a wrong product in the same tone as right ones; checking against a source stays the reader's job."
-    },
-    {
-     "text": "Yes, if decoding is greedy",
+     "text": "Yes, if decoding is greedy: the likeliest answer is the right one",
      "correct": false,
      "explanation": "Greedy decoding picks the likeliest token, which is the most typical, not the true one."
     },
     {
-     "text": "Yes, once the 4-bit rounding is undone",
+     "text": "Yes, once the 4-bit rounding of the weights is undone",
      "correct": false,
      "explanation": "The file cannot tell which errors the rounding causes, and small models make such errors anyway."
     },
     {
-     "text": "Yes, when the prompt uses the chat template",
+     "text": "Yes, when the prompt uses the chat template the model was tuned on",
      "correct": false,
      "explanation": "The template makes the model answer in the layout it was fine-tuned on; it does not make the content true."
+    },
+    {
+     "text": "No: it measures how typical the text is, not whether it is true",
+     "correct": true,
+     "explanation": "The chapter's model states wrong facts and a wrong product in the same tone as right ones; checking against a source stays the reader's job."
     }
    ]
   }
@@ -2375,14 +2323,14 @@ window.BOOK_QUIZZES = {
    "question": "A Q8_0 block's largest weight in absolute value is 0.254. What is its scale <i>d</i> (before rounding to float16), and by how much can rounding move a weight?",
    "options": [
     {
-     "text": "<i>d</i> = 0.002, at most 0.001",
-     "correct": true,
-     "explanation": "<i>d</i> = max |<i>x</i>| / 127 = 0.002, and a weight is rounded to the nearest multiple of <i>d</i>, at most <i>d</i>/2 away."
-    },
-    {
      "text": "<i>d</i> = 0.001, at most 0.0005",
      "correct": false,
      "explanation": "That divides by 254: the codes run from −127 to 127, so the largest weight gets code ±127."
+    },
+    {
+     "text": "<i>d</i> = 0.002, at most 0.001",
+     "correct": true,
+     "explanation": "<i>d</i> = max |<i>x</i>| / 127 = 0.002, and a weight is rounded to the nearest multiple of <i>d</i>, at most <i>d</i>/2 away."
     },
     {
      "text": "<i>d</i> = 0.002, at most 0.002",
@@ -2398,27 +2346,27 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "choice",
-   "question": "Why is <i>B</i> initialised to zero in a low-rank adapter <i>W</i> + (α/<i>r</i>) <i>B</i> <i>A</i>?",
+   "question": "Why does <i>Z</i> start at zero in a low-rank adapter <i>W</i> + (α/<i>r</i>) <i>Z</i> <i>R</i>?",
    "options": [
     {
-     "text": "So that the adapted model starts exactly as the pretrained one",
+     "text": "So that <i>R</i> receives no gradient at all during training",
+     "correct": false,
+     "explanation": "<i>R</i>'s gradient is zero only while <i>Z</i> = 0, at the first step; once <i>Z</i> moves, both are trained."
+    },
+    {
+     "text": "Because a random <i>Z</i> would make <i>Z</i> <i>R</i> full-rank",
+     "correct": false,
+     "explanation": "<i>Z</i> <i>R</i> has rank at most <i>r</i> whatever the values: the shapes fix that."
+    },
+    {
+     "text": "<i>R</i> starts at zero too, so that both factors start alike",
+     "correct": false,
+     "explanation": "<i>R</i> is drawn at random: with both factors zero, each one's gradient is a product with the other, zero, and the adapter would never move."
+    },
+    {
+     "text": "So the adapted model starts as the pretrained one",
      "correct": true,
-     "explanation": "With <i>B</i> = 0 the update is zero, whatever <i>A</i> is; training starts from the model that was given."
-    },
-    {
-     "text": "So that <i>A</i> receives no gradient at all during training",
-     "correct": false,
-     "explanation": "<i>A</i>'s gradient is zero only while <i>B</i> = 0, at the first step; once <i>B</i> moves, both are trained."
-    },
-    {
-     "text": "Because a random <i>B</i> would make <i>B</i> <i>A</i> full-rank",
-     "correct": false,
-     "explanation": "<i>B</i> <i>A</i> has rank at most <i>r</i> whatever the values: the shapes fix that."
-    },
-    {
-     "text": "To save memory: zeros are not stored",
-     "correct": false,
-     "explanation": "<i>B</i> is a dense array of <i>D</i><sub>out</sub> × <i>r</i> numbers, stored like any other."
+     "explanation": "With <i>Z</i> = 0 the update is zero, whatever <i>R</i> is; training starts from the model that was given."
     }
    ]
   },
@@ -2427,12 +2375,12 @@ window.BOOK_QUIZZES = {
    "question": "A 576 × 576 projection gets an adapter of rank <i>r</i> = 8. How many numbers does the adapter train?",
    "answer": 9216,
    "answer_text": "9,216",
-   "explanation": "<i>A</i> is 8 × 576 and <i>B</i> 576 × 8: 8 × (576 + 576) = 9,216 numbers, 2.8% of the matrix's 331,776.",
+   "explanation": "<i>R</i> is 8 × 576 and <i>Z</i> 576 × 8: 8 × (576 + 576) = 9,216 numbers, 2.8% of the matrix's 331,776.",
    "hint": "<i>r</i> (<i>D</i><sub>out</sub> + <i>D</i><sub>in</sub>).",
    "mistakes": [
     {
      "value": 4608,
-     "explanation": "That counts <i>A</i> or <i>B</i>; the adapter trains both."
+     "explanation": "That counts <i>R</i> or <i>Z</i>; the adapter trains both."
     },
     {
      "value": 331776,
@@ -2446,27 +2394,27 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "choice",
-   "question": "After training, the adapter is merged: <i>W</i>′ = <i>W</i> + (α/<i>r</i>) <i>B</i> <i>A</i>. What does the merged model cost at inference, compared with the original?",
+   "question": "After training, the adapter is merged: <i>W</i>′ = <i>W</i> + (α/<i>r</i>) <i>Z</i> <i>R</i>. What does the merged model cost at inference, compared with the original?",
    "options": [
     {
-     "text": "The same: one matrix of the original shape per projection",
+     "text": "The same: one matrix of <i>W</i>'s shape per projection",
      "correct": true,
      "explanation": "The merged matrix has <i>W</i>'s shape, so each product costs what it did; only the numbers changed."
     },
     {
-     "text": "Slightly more: the extra products <i>B</i> (<i>A</i> <i>x</i>) remain",
+     "text": "Slightly more: the extra products <i>Z</i> (<i>R</i> <i>x</i>) remain",
      "correct": false,
      "explanation": "Those products are there only before merging; merging folds them into <i>W</i>′."
     },
     {
-     "text": "Less: the merged matrix has rank <i>r</i>",
+     "text": "Less: the merged matrix has rank <i>r</i>, so its products are cheaper",
      "correct": false,
-     "explanation": "<i>W</i> + <i>B</i> <i>A</i> has (in general) full rank; only the update has rank <i>r</i>."
+     "explanation": "<i>W</i> + (α/<i>r</i>) <i>Z</i> <i>R</i> has (in general) full rank; only the update has rank <i>r</i>."
     },
     {
-     "text": "Twice as much: two matrices are stored",
+     "text": "Twice the memory: <i>W</i> and the update <i>Z</i> <i>R</i> are both kept",
      "correct": false,
-     "explanation": "Merged, one matrix replaces <i>W</i>; keeping <i>B</i> and <i>A</i> apart is optional (it lets one swap adapters)."
+     "explanation": "Merged, one matrix replaces <i>W</i>; keeping <i>Z</i> and <i>R</i> apart is optional (it lets one swap adapters)."
     }
    ]
   },
@@ -2475,24 +2423,24 @@ window.BOOK_QUIZZES = {
    "question": "Re-quantising the file's Q4_1 weights to Q4_1 with the <i>same</i> blocks changes almost nothing, but with blocks shifted by 16 weights it changes them a lot. Why?",
    "options": [
     {
-     "text": "The weights already sit on each original block's 16 levels; a shifted block mixes two blocks' grids",
+     "text": "A shifted block mixes the levels of two original blocks",
      "correct": true,
      "explanation": "Each original block is exactly <i>d</i> <i>q</i> + <i>m</i>; a block straddling two of them sees two unrelated sets of levels, which one new grid cannot hold."
     },
     {
-     "text": "Shifted blocks contain more weights",
+     "text": "Shifted blocks hold weights from two different matrices of the model",
      "correct": false,
-     "explanation": "Every block holds 32 weights, shifted or not."
+     "explanation": "Both blocks belong to one row of one matrix; what differs is their grids, <i>d</i> <i>q</i> + <i>m</i> with two unrelated <i>d</i> and <i>m</i>."
     },
     {
-     "text": "Float16 rounding is worse for shifted blocks",
+     "text": "Float16 rounding of <i>d</i> and <i>m</i> is worse for shifted blocks",
      "correct": false,
      "explanation": "The float16 rounding of <i>d</i> and <i>m</i> is the same kind for every block and tiny next to a step."
     },
     {
-     "text": "Q4_1 is not deterministic",
+     "text": "Q4_1's rounding is random, so every pass moves the weights anew",
      "correct": false,
-     "explanation": "The rounding is a fixed function of the block's values."
+     "explanation": "The rounding is a fixed function of the block's values: the same blocks give the same codes, which is why the aligned pass changes almost nothing."
     }
    ]
   }

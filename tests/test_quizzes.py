@@ -14,7 +14,15 @@ quizzes.js sets ``window.BOOK_QUIZZES`` to a plain JSON object, one key per numb
 - the strings hold only the inline tags quiz.js keeps, no TeX (the questions appear after
   MathJax has run) and none of the words that belong to the book's production;
 - _config.yml loads quizzes.js before quiz.js, and quiz.css, on every page, and quiz.js fetches
-  nothing.
+  nothing;
+- the page shows a question's options in an order drawn from the question's text (quiz.js's
+  ``displayOrder``; ``transformer_intro.exercises.quiz.display_order`` computes the same, and
+  tests/browser/test_quiz.py compares the two in Chromium). In that order, in every chapter, no
+  position holds the right option in more than 40% of the chapter's multiple-choice questions,
+  and the right option is the longest (or tied for it) in at most half of them, so neither the
+  place nor the length of an option gives it away;
+- no question repeats one of another chapter, word for word or nearly (the same question for
+  another format or another number).
 
 The browser test tests/browser/test_quiz.py clicks every option. ``test_detector_*`` shows that
 the checks below can fail.
@@ -30,6 +38,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import yaml
+
+from transformer_intro.exercises.quiz import display_order
 
 REPO = Path(__file__).resolve().parents[1]
 INTERACTIVE = REPO / "_interactive"
@@ -171,6 +181,132 @@ def quiz_problems(quizzes: dict, expected: list[str]) -> list[str]:
         if len(set(prompts)) != len(prompts):
             problems.append(f"{chapter}: a question is asked twice")
     return problems
+
+
+# In a chapter's multiple-choice questions, the largest share of right options at one displayed
+# position, and the largest share of questions whose right option is the longest.
+MAX_SHARE_AT_ONE_POSITION = 0.4
+MAX_SHARE_LONGEST = 0.5
+# Two questions whose texts agree this much (difflib's ratio) ask the same thing: the chapter 15
+# and chapter 16 questions on bits per weight, for Q4_1 and for Q8_0, reached 0.87.
+MAX_SIMILARITY = 0.8
+
+
+def right_position(q: dict, order=display_order) -> int:
+    """Where the page shows the right option of a multiple-choice question (0 = first)."""
+    shown = order(q["question"], len(q["options"]))
+    return [q["options"][i]["correct"] for i in shown].index(True)
+
+
+def right_is_longest(q: dict) -> bool:
+    lengths = [len(plain(o["text"]).strip()) for o in q["options"]]
+    right = [o["correct"] for o in q["options"]].index(True)
+    return lengths[right] == max(lengths)
+
+
+def spread_problems(chapter: str, questions: list[dict], order=display_order) -> list[str]:
+    """What in a chapter's multiple-choice questions gives the right option away."""
+    choice = [(i, q) for i, q in enumerate(questions) if q.get("type") == "choice"]
+    if len(choice) < 3:
+        return [
+            f"{chapter}: {len(choice)} multiple-choice questions; at least 3 are needed for the "
+            "right options to be spread over the positions"
+        ]
+    problems = []
+    positions = [right_position(q, order) for _, q in choice]
+    for p in sorted(set(positions)):
+        at = [i + 1 for (i, _), where in zip(choice, positions, strict=True) if where == p]
+        if len(at) > MAX_SHARE_AT_ONE_POSITION * len(choice):
+            problems.append(
+                f"{chapter}: the page shows the right option at position {p + 1} in questions "
+                f"{at}, {len(at)} of {len(choice)}. The order is drawn from the question's text: "
+                "store the right option of one of them in another slot (the stored slot "
+                "order[p] is shown at position p, order = display_order(question, count))"
+            )
+    longest = [i + 1 for i, q in choice if right_is_longest(q)]
+    if len(longest) > MAX_SHARE_LONGEST * len(choice):
+        problems.append(
+            f"{chapter}: the right option is the longest in questions {longest}, {len(longest)} "
+            f"of {len(choice)}; shorten it or give the wrong ones their full reasons"
+        )
+    return problems
+
+
+def duplicate_questions(quizzes: dict) -> list[str]:
+    """Pairs of questions, in different chapters or in one, that ask the same thing."""
+    import difflib
+
+    asked = [
+        (chapter, i + 1, " ".join(plain(q.get("question") or "").lower().split()))
+        for chapter, questions in quizzes.items()
+        for i, q in enumerate(questions)
+    ]
+    found = []
+    for k, (chapter, i, text) in enumerate(asked):
+        for other, j, other_text in asked[k + 1 :]:
+            ratio = difflib.SequenceMatcher(None, text, other_text).ratio()
+            if ratio > MAX_SIMILARITY:
+                found.append(f"{chapter} question {i} and {other} question {j} ({ratio:.2f})")
+    return found
+
+
+def test_the_right_options_are_spread_and_not_the_longest():
+    quizzes = load_quizzes()
+    problems = [p for chapter, qs in quizzes.items() for p in spread_problems(chapter, qs)]
+    assert not problems, "\n".join(problems)
+
+
+def test_no_question_is_asked_twice():
+    found = duplicate_questions(load_quizzes())
+    assert not found, "questions that ask the same thing:\n" + "\n".join(found)
+
+
+def test_display_order_is_a_permutation_fixed_by_the_text():
+    for count in (1, 3, 4, 7):
+        for text in ("", "What is <i>A</i>?", "ℝ<sup>𝒱</sup> 😀"):
+            order = display_order(text, count)
+            assert sorted(order) == list(range(count)), order
+            assert display_order(text, count) == order
+    # the order depends on the text: over many texts every stored option is shown first
+    firsts = {display_order(f"question {k}", 4)[0] for k in range(40)}
+    assert firsts == {0, 1, 2, 3}, firsts
+
+
+def test_detector_catches_answers_given_away():
+    def question(k, right_text="the right one"):
+        return {
+            "type": "choice",
+            "question": f"Question {k}?",
+            "options": [
+                {"text": right_text, "correct": True, "explanation": "Yes."},
+                {"text": "wrong a", "correct": False, "explanation": "No."},
+                {"text": "wrong bb", "correct": False, "explanation": "Not this."},
+            ],
+        }
+
+    def stored(text, count):
+        return list(range(count))
+
+    questions = [question(k) for k in range(5)]
+    # shown in the stored order, right first everywhere, and the right option the longest
+    found = "\n".join(spread_problems("01_x", questions, order=stored))
+    assert "position 1 in questions [1, 2, 3, 4, 5], 5 of 5" in found, found
+    assert "the longest in questions [1, 2, 3, 4, 5]" in found, found
+    # short right options, at places spread by hand: accepted
+    short = [question(k, "ok") for k in range(3)]
+    for k, q in enumerate(short):
+        q["options"] = q["options"][1:][:k] + q["options"][:1] + q["options"][1:][k:]
+    assert spread_problems("01_x", short, order=stored) == []
+    assert "at least 3 are needed" in spread_problems("01_x", short[:2], order=stored)[0]
+    # the chapter 15 and chapter 16 questions that asked the same thing for two formats
+    twins = {
+        "15_x": [{"question": "A Q4_1 block stores 32 weights as 4-bit codes plus a 16-bit "
+                  "scale and a 16-bit offset. How many bits does it spend per weight?"}],
+        "16_x": [{"question": "A Q8_0 block stores 32 weights as 8-bit codes plus one 16-bit "
+                  "scale. How many bits does it spend per weight?"},
+                 {"question": "Why does <i>Z</i> start at zero?"}],
+    }  # fmt: skip
+    assert duplicate_questions(twins) == ["15_x question 1 and 16_x question 1 (0.87)"]
 
 
 def test_sixteen_chapters():

@@ -6,6 +6,9 @@ holds one placeholder ``<div class="book-quiz" data-quiz="...">`` per chapter. R
 leave file:// are blocked (Network.setBlockedURLs) and, as in test_offline.py, every request
 Chromium sends is read back from its performance log and must be local.
 
+``test_the_page_shows_the_options_in_the_predicted_order`` reads the buttons of every question
+and compares their order with ``transformer_intro.exercises.quiz.display_order``, the order the
+position checks of tests/test_quizzes.py and the notebooks' ``quiz()`` use.
 ``test_every_option_explains_itself`` presses every option of every multiple-choice question
 and checks that the feedback shown is that option's own explanation, that the option is marked
 right or wrong as the data say, and that the feedback sits in an aria-live region; for every
@@ -31,6 +34,8 @@ from test_offline import LOCAL_SCHEMES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_quizzes import INTERACTIVE, MIN_QUESTIONS, chapters, load_quizzes, plain  # noqa: E402
+
+from transformer_intro.exercises.quiz import display_order, question_seed  # noqa: E402
 
 QUIZZES = load_quizzes()
 
@@ -181,10 +186,16 @@ def check_choice(driver, chapter: str, index: int, q: dict, real_input: bool) ->
     if len(seen) != len(q["options"]):
         return [f"{where}: {len(seen)} buttons for {len(q['options'])} options"]
     shown = []
-    for j, (got, option) in enumerate(zip(seen, q["options"], strict=True)):
+    # the j-th button shows stored option order[j], the order the Python side predicts
+    order = display_order(q["question"], len(q["options"]))
+    for j, got in enumerate(seen):
+        option = q["options"][order[j]]
         right = option["correct"]
-        if got["option"] != str(j):
-            problems.append(f"{where} option {j + 1}: feedback is for option {got['option']}")
+        if got["option"] != str(order[j]):
+            problems.append(
+                f"{where} button {j + 1}: feedback is for option {got['option']}, "
+                f"want stored option {order[j]}"
+            )
         if got["explanation"].strip() != plain(option["explanation"]).strip():
             problems.append(f"{where} option {j + 1}: shows {got['explanation'][:60]!r}")
         if got["states"][j] != ("right" if right else "wrong"):
@@ -287,6 +298,45 @@ def test_every_option_explains_itself(driver, tmp_path):
     assert not problems, "\n".join(problems[:40])
     assert urls and all(u.startswith(LOCAL_SCHEMES) for u in urls), urls
     assert not errors, errors
+
+
+SHOWN_ORDER = """
+return Object.fromEntries([...document.querySelectorAll('div.book-quiz')].map(d => [
+  d.dataset.quiz,
+  [...d.querySelectorAll('li.bq-question')].map(li =>
+    [...li.querySelectorAll('button.bq-option')].map(b =>
+      [Number(b.getAttribute('data-option')), b.querySelector('.bq-option-text').textContent]))]));
+"""
+
+
+@pytest.mark.browser
+def test_the_page_shows_the_options_in_the_predicted_order(driver, tmp_path):
+    """The options of every question appear in the order display_order predicts, the one the
+    tests of the positions (tests/test_quizzes.py) and the notebooks' quiz() assume; the page's
+    own shuffle agrees with Python's on texts beyond the questions too."""
+    keys = chapters()
+    load(driver, quiz_page(tmp_path, keys))
+    shown = driver.execute_script(SHOWN_ORDER)
+    problems = []
+    for chapter in keys:
+        for i, q in enumerate(QUIZZES[chapter]):
+            buttons = shown[chapter][i]
+            if q["type"] != "choice":
+                continue
+            order = display_order(q["question"], len(q["options"]))
+            want = [[k, plain(q["options"][k]["text"])] for k in order]
+            if buttons != want:
+                problems.append(f"{chapter} question {i + 1}: shown {buttons}, predicted {want}")
+    texts = ["", "a", "What is <i>A</i>?", "ℝ<sup>𝒱</sup> 😀 é", "x" * 500]
+    page = driver.execute_script(
+        "return arguments[0].map(t => [2, 3, 4, 9].map(n => window.BookQuiz.displayOrder(t, n)))",
+        texts,
+    )
+    predicted = [[display_order(t, n) for n in (2, 3, 4, 9)] for t in texts]
+    assert page == predicted, (page, predicted, [question_seed(t) for t in texts])
+    # a control: today's stored order is not the shown one, or the test could not tell
+    assert any(o != sorted(o) for row in predicted for o in row)
+    assert not problems, "\n".join(problems[:20])
 
 
 FIND_OVERFLOW = """
