@@ -367,22 +367,20 @@ def check_record_runs(record, committed: dict, name: str) -> None:
 # ---- chapter 16 quotes the same files ----------------------------------------------------------
 
 
-def test_chapter_16_quotes_the_committed_runs():
+def unbacked_rates(text: str, layouts: dict) -> list[str]:
+    """Each "N GB/s" of ``text`` that is no layout's read rate, as the appendix rounds it."""
+    rates = {f"{f['weights_mb'] / f['ms_per_step']:.1f}" for f in layouts.values()}
+    return [m.group(0) for m in re.finditer(r"(\d+\.\d) GB/s", text) if m.group(1) not in rates]
+
+
+def test_chapter_16_quotes_the_products_rates_of_the_committed_run():
+    # Chapter 16 sets the products' read rates beside equation (eq-ch16-bandwidth); its cells
+    # read the same file. The rates it writes in its prose must be the file's.
     cells = json.loads((ROOT / "book" / "16_quantisation_and_adapters.ipynb").read_text())["cells"]
     text = one_line(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown"))
-    ratio = {
-        k: v["relative_to_float32"] for k, v in result("quantised_matvec.json")["layouts"].items()
-    }
-    assert f"take {ratio['Q8_0, columns']:.2f} times as long with Q8_0 codes" in text
-    assert f"{ratio['bfloat16']:.1f} and {ratio['int8 dot']:.1f} times as long" in text
-    assert f"{ratio['Q8_0, native']:.2f} times float32's time with Q8_0 codes" in text
-    assert f"and {ratio['Q4_1, native']:.2f} with Q4_1's" in text
-    runs = result("pretrained_speed.json")["runs"]
-    speedup = (
-        runs["llama, 2 thread(s)"]["decode_tokens_per_s"]
-        / runs["jax, 2 thread(s)"]["decode_tokens_per_s"]
-    )
-    assert f"{speedup:.1f} times as fast as the book's float32 code" in text
+    layouts = result("quantised_matvec.json")["layouts"]
+    assert not unbacked_rates(text, layouts)
+    assert unbacked_rates("streams 12.7 GB/s, not 19.9 GB/s", layouts) == ["19.9 GB/s"]
 
 
 # ---- a reference, not a lab notebook -------------------------------------------------------------
