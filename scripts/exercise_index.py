@@ -1,8 +1,10 @@
 """Write book/exercise_index.md: every chapter's exercises and coding exercises, numbered.
 
 The chapters number their exercises 1, 2, ... under "## Exercises" and their coding exercises
-"Coding exercise C.k" under "## Coding exercises"; the index numbers both C.k by chapter and
-links each list to its section. Run it after adding or renaming an exercise:
+"Coding exercise C.Ck" under "## Coding exercises" (``scripts/renumber_exercises.py`` writes
+those numbers); the index numbers the exercises C.k and the coding exercises C.Ck, so that the
+two never share a number, and links each list to its section. The appendices' exercises follow,
+numbered as each appendix numbers them. Run it after adding or renaming an exercise:
 
     python scripts/exercise_index.py          # rewrite the index
     python scripts/exercise_index.py --check  # exit 1 if the committed index is out of date
@@ -21,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 INDEX = REPO / "book" / "exercise_index.md"
 ITEM = re.compile(r"^(\d+)\. (.*)$")
-CODING = re.compile(r"^\*\*Coding exercise (\d+)\.(\d+): (.+?)\.?\*\*")
+CODING = re.compile(r"^\*\*Coding exercise (\d+)\.C?(\d+): (.+?)\.?\*\*")
 BOLD = re.compile(r"^\*\*(.+?)\.?\*\*")
 MAX_WORDS = 12
 
@@ -54,8 +56,9 @@ def exercises(notebook: Path) -> tuple[str, list[str], list[str]]:
         if cell["cell_type"] != "markdown":
             continue
         text = "".join(cell["source"])
-        if text.startswith("# ") and not title:
-            title = text.splitlines()[0][2:].strip()
+        heading = next((line for line in text.splitlines() if line.startswith("# ")), None)
+        if heading and not title:  # a page may open with its label, (appendix-compute)=
+            title = heading[2:].strip()
         for line in text.splitlines():
             if line.startswith("## "):
                 section = line[3:].strip()
@@ -79,6 +82,11 @@ def chapters() -> list[Path]:
     return sorted(p for p in (REPO / "book").glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) > 0)
 
 
+def appendices() -> list[Path]:
+    """The appendices that are notebooks, in the order of the table of contents' names."""
+    return sorted((REPO / "book").glob("appendix_*.ipynb"))
+
+
 def index_text() -> str:
     lines = [
         "# Index of exercises",
@@ -86,7 +94,8 @@ def index_text() -> str:
         "Every chapter ends with exercises that ask for reasoning, each with a worked solution",
         "that stays folded until opened, and with coding exercises: a function to write, which",
         "the package's `check` runs against the chapter's own version, naming the usual mistakes.",
-        "Exercise $C.k$ is the $k$-th of chapter $C$.",
+        "Exercise $C.k$ is the $k$-th exercise of chapter $C$, coding exercise $C$.C$k$ its",
+        "$k$-th coding exercise: 8.2 and 8.C2 are two different exercises.",
         "",
     ]
     for notebook in chapters():
@@ -101,8 +110,15 @@ def index_text() -> str:
             lines.append("")
         if coding:
             lines.append(f"[Coding exercises]({notebook.name}#coding-exercises):")
-            lines += [f"- {number}.{k} {t}" for k, t in enumerate(coding, start=1)]
+            lines += [f"- {number}.C{k} {t}" for k, t in enumerate(coding, start=1)]
             lines.append("")
+    for notebook in appendices():
+        title, items, coding = exercises(notebook)
+        if not items:
+            continue
+        lines += [f"## {title} (appendix)", "", f"[Exercises]({notebook.name}#exercises):"]
+        lines += [f"- {k} {t}" for k, t in enumerate(items, start=1)]
+        lines.append("")
     return "\n".join(lines)
 
 
