@@ -13,14 +13,13 @@ The clock counts everything after the data is read from disk, compilation includ
 evaluations run with it stopped (8 over the run and one at the end). The cosine schedule is fitted
 to the time as the run goes (``fixed_time.py``). Writes
 ``benchmarks/results/record_NAME_avx512.json`` (or ``_avx2.json`` on a processor without AVX-512:
-a record is a figure and a processor): the target, the machine, the load average before and after
-each run, the model's configuration, and per seed the recipe of the last plan, the seconds, the
-final figure and the held-out curve. ``book/appendix_measurements.md`` tabulates the committed
-files.
+a record is a figure and a processor): the machine, the load average before and after each run,
+the model's configuration, and per seed the recipe of the last plan, the seconds, the final
+figure and the held-out curve. ``benchmarks/README.md`` tabulates the committed files
+(``python benchmarks/tables.py`` writes the table).
 
     python benchmarks/records.py language_model [--seeds 0 1 2]
     MNIST_DIR=... python benchmarks/records.py vit [--seeds 0 1 2]
-    python benchmarks/records.py table   # the appendix's table, from the result files
 """
 
 from __future__ import annotations
@@ -57,19 +56,15 @@ INSTRUCTION_SETS = {"avx512": "AVX-512", "avx2": "AVX2 only"}  # the table's ord
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """What a record measures and how: its task, figure, target, seconds, model and training."""
+    """What a record measures and how: its task, figure, seconds, model and training."""
 
-    label: str  # its row in the appendix's table
+    label: str  # its row in the records table
     task: str
     figure: str  # the key of the held-out figure
-    target: float
     higher_is_better: bool
     seconds: float
     config: object  # the model's configuration
     train: Callable[[int, float], dict]  # (seed, seconds) -> one run's row
-
-    def reached(self, value: float) -> bool:
-        return bool(value >= self.target if self.higher_is_better else value <= self.target)
 
 
 # The language model: chapter 14's changes (RMSNorm, SwiGLU, two key-value heads, QK-norm, rotary
@@ -157,7 +152,6 @@ RECORDS = {
         label="language model, Shakespeare: held-out nats per character",
         task="Shakespeare, chapter 9's held-out plays, nats per character",
         figure="nats_per_char",
-        target=1.45,
         higher_is_better=False,
         seconds=300.0,
         config=LM_CONFIG,
@@ -167,17 +161,12 @@ RECORDS = {
         label="ViT, MNIST: test accuracy",
         task="MNIST, the 10,000 test digits, accuracy",
         figure="accuracy",
-        target=0.99,
         higher_is_better=True,
         seconds=60.0,
         config=VIT_CONFIG,
         train=train_vit,
     ),
 }
-
-
-def _figure(record: Record, value: float) -> str:
-    return f"{100 * value:.2f}%" if record.figure == "accuracy" else f"{value:.3f}"
 
 
 def instruction_set(machine_row: dict) -> str:
@@ -190,54 +179,22 @@ def result_path(name: str, instruction_set: str, results: Path = RESULTS) -> Pat
     return results / f"record_{name}_{instruction_set}.json"
 
 
-def table(results: Path = RESULTS) -> str:
-    """The appendix's records table (Markdown), from the committed result files."""
-    lines = [
-        "| record | target | seconds | seeds | final figure | steps | processor | date |",
-        "| --- | ---: | ---: | --- | --- | --- | --- | --- |",
-    ]
-    for name, record in RECORDS.items():
-        for isa in INSTRUCTION_SETS:
-            path = result_path(name, isa, results)
-            if path.exists():
-                lines.append(_row(record, json.loads(path.read_text())))
-    return "\n".join(lines)
-
-
-def _row(record: Record, result: dict) -> str:
-    runs, cpu = result["runs"], result["machine"]
-    sign = "≥" if record.higher_is_better else "≤"
-    return (
-        f"| {record.label} | {sign} {_figure(record, record.target)} "
-        f"| {result['seconds']:.0f} "
-        f"| {', '.join(str(run['seed']) for run in runs)} "
-        f"| {', '.join(_figure(record, run['final']) for run in runs)} "
-        f"| {', '.join(format(run['steps'], ',') for run in runs)} "
-        f"| {cpu['cpu']}, {INSTRUCTION_SETS[instruction_set(cpu)]}, {cpu['cores']} cores "
-        f"| {result['date'][:10]} |"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("record", choices=[*RECORDS, "table"], help="table: print the table")
+    parser.add_argument("record", choices=list(RECORDS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument(
         "--out", type=Path, help="default: benchmarks/results/record_NAME_avx512.json (or _avx2)"
     )
     parser.add_argument("--seconds", type=float, help="another time, for a quick trial")
     args = parser.parse_args()
-    if args.record == "table":
-        print(table())
-        return
     record = RECORDS[args.record]
     result = {
         "record": args.record,
         "task": record.task,
         "figure": record.figure,
-        "target": record.target,
         "higher_is_better": record.higher_is_better,
         "seconds": args.seconds or record.seconds,
         "command": "python benchmarks/records.py " + " ".join(sys.argv[1:]),
@@ -252,7 +209,7 @@ def main() -> None:
     for seed in args.seeds:
         row = record.train(seed, result["seconds"])
         final = float(row["held_out"][-1][record.figure])
-        result["runs"].append({**row, "final": final, "reached": record.reached(final)})
+        result["runs"].append({**row, "final": final})
         print(
             f"seed {seed}: {final:.4f} {record.figure} after {row['steps']} steps, "
             f"{row['total_seconds']:.1f} s (load {row['load_average_before']} -> "
@@ -263,7 +220,6 @@ def main() -> None:
         result["summary"] = {
             "mean": float(np.mean(finals)),
             "worst": max(finals) if not record.higher_is_better else min(finals),
-            "reached_on_every_seed": all(run["reached"] for run in result["runs"]),
         }
         result["load_average_end"] = load_average()
         write_json(out, result)  # after every seed: an interrupted run keeps the seeds it ran
