@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 from report import describe_machine  # beside this script
+
+from transformer_intro.training.evaluation import wilson_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -67,16 +68,6 @@ def markdown_table(header: list[str], align: str, rows: list[list[str]]) -> str:
     rule = ["---" if a == "l" else "---:" for a in align]
     lines = [header, rule, *rows]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion."""
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = (
-        z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    )
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def exact_match(share: float, trials: int) -> str:
@@ -249,9 +240,13 @@ def smollm2_dates(files: Files) -> str:
         for name in result["after"]
     ]
     table = markdown_table(header, "l" + "r" * (len(header) - 1), rows)
-    seconds = (
+    took = (
         f"Training took {result['seconds_training']:.0f} s, compilation included, "
-        f"{result['recipe']['steps']} steps of {result['recipe']['batch_size']} pairs; "
+        if "seconds_training" in result
+        else "The run shared its machine with other work and is not timed; "
+    )
+    seconds = (
+        f"{took}{result['recipe']['steps']} steps of {result['recipe']['batch_size']} pairs; "
         f"{n} pairs a held-out set, and each exact match has its 95% interval (Wilson's)."
     )
     return f"{measured_on(result)} {seconds}\n\n{table}"
