@@ -251,9 +251,40 @@ def test_fit_stops_on_a_non_finite_loss_and_keeps_the_last_good_checkpoint(tmp_p
         fit(tiny_lm(), task, recipe, eval_every=2, checkpoint_path=path, progress=False)
     model, info = load_checkpoint(path)
     assert info.step == 4 and info.history.step == [2, 4]
+    # 4 validation windows, fewer than a chunk of 128: evaluated all the same, finite at step 2
+    # (the model after step 4 is the one whose loss is NaN).
+    evaluated = [row["nats_per_symbol"] for row in info.history.evaluations]
+    assert len(evaluated) == 2 and np.isfinite(evaluated[0])
     leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
     assert all(bool(jnp.isfinite(x).all()) for x in leaves)
     # From the first step on: there is no finite loss to report.
     poisoned = eqx.tree_at(lambda m: m.final_norm.weight, tiny_lm(), jnp.full(16, jnp.nan))
     with pytest.raises(NonFiniteLoss, match="at step 1 \\(no step of this fit call had a finite"):
         fit(poisoned, task, recipe, progress=False)
+
+
+# -- a validation loss over any number of windows ------------------------------------------------
+
+
+@pytest.mark.parametrize("windows, eval_chunk", [(5, 128), (5, 2), (6, 3), (1, 128)])
+def test_the_validation_loss_is_the_mean_over_every_window(windows, eval_chunk):
+    # Fewer windows than a chunk once mapped over no chunk at all (the mean of nothing, NaN), and
+    # a remainder beyond whole chunks was dropped without a word.
+    ids = np.random.default_rng(0).integers(0, 7, 300)
+    task = NextSymbolPrediction(
+        ids, window=8, validation_ids=ids, num_validation_windows=windows, eval_chunk=eval_chunk
+    )
+    model = tiny_lm()
+    # Independent reference: the loss of each window alone, averaged over the windows.
+    each = [float(task.loss(model, w[None])[0]) for w in task.validation_windows]
+    assert task.evaluate(model)["nats_per_symbol"] == pytest.approx(np.mean(each), rel=1e-5)
+    # Control: dropping the last window gives another number, which the comparison would see.
+    if windows > 1:
+        assert np.mean(each[:-1]) != pytest.approx(np.mean(each), rel=1e-5)
+
+
+def test_no_validation_windows_is_refused():
+    with pytest.raises(ValueError, match="num_validation_windows must be at least 1, got 0"):
+        NextSymbolPrediction(
+            symbols(), window=8, validation_ids=symbols(), num_validation_windows=0
+        )

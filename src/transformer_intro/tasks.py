@@ -341,12 +341,22 @@ class NextSymbolPrediction(eqx.Module):
             window: N, the number of input symbols of a training window (the model's window).
             validation_ids: the held-out text as symbol ids, or None.
             num_validation_windows: how many evaluation windows to spread over it.
-            eval_chunk: windows per evaluation pass (a whole number of chunks is used).
+            eval_chunk: windows per evaluation pass; a last, smaller pass takes the windows
+                beyond whole chunks.
 
         Raises:
-            ValueError: if the training text is too short for one window of N + 1 symbols.
+            ValueError: if the training text is too short for one window of N + 1 symbols, or
+                there are validation ids but fewer than one window to cut from them, or
+                ``eval_chunk`` is below 1.
         """
         train_ids = np.asarray(train_ids, np.int32)
+        if validation_ids is not None and num_validation_windows < 1:
+            raise ValueError(
+                f"num_validation_windows must be at least 1, got {num_validation_windows}: "
+                "the validation loss is a mean over windows (or give no validation_ids)"
+            )
+        if eval_chunk < 1:
+            raise ValueError(f"eval_chunk must be at least 1, got {eval_chunk}")
         if train_ids.shape[0] <= window:
             raise ValueError(
                 f"a text of {train_ids.shape[0]} symbols has no window of {window + 1}"
@@ -416,10 +426,18 @@ class NextSymbolPrediction(eqx.Module):
 
 @optimised_jit
 def _windows_loss(task: NextSymbolPrediction, model) -> Array:
+    """The mean loss over every validation window: whole chunks, then the remainder, weighed."""
     windows = task.validation_windows
-    count = windows.shape[0] // task.eval_chunk * task.eval_chunk
-    chunks = windows[:count].reshape(-1, task.eval_chunk, windows.shape[1])
-    return jax.lax.map(lambda w: task.loss(model, w)[0], chunks).mean()
+    total, chunk = windows.shape[0], task.eval_chunk
+    count = total // chunk * chunk
+    remainder = windows[count:]
+    if count == 0:
+        return task.loss(model, remainder)[0]
+    chunks = windows[:count].reshape(-1, chunk, windows.shape[1])
+    whole = jax.lax.map(lambda w: task.loss(model, w)[0], chunks).mean()
+    if count == total:  # the same sum as before the remainder was counted, to the last bit
+        return whole
+    return (whole * count + task.loss(model, remainder)[0] * (total - count)) / total
 
 
 # ---------------------------------------------------------------------------------------------
