@@ -1,7 +1,11 @@
 """The checked exercises: every reference solution passes, every typical mistake gets its own
 diagnosis, and a cell not yet written runs without raising."""
 
+import importlib.util
 import inspect
+import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +114,71 @@ def test_solutions_are_short_and_named_after_their_exercise():
         source = inspect.getsource(getattr(solutions, name))
         assert source.startswith(f"def {name}(")
         assert max(map(len, source.splitlines())) <= 79, name
+
+
+# -- The chapters pose the registry's exercises, numbered apart from the reasoning ones ----------
+
+REPO = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(p for p in (REPO / "book").glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) > 0)
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _checked_names(notebook: Path) -> list[str]:
+    """The exercises a chapter's code cells check, in the order they first do."""
+    names = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            for name in re.findall(r"^check\((\w+)", "".join(cell["source"]), re.MULTILINE):
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.name)
+def test_every_registered_exercise_is_posed_in_its_chapter_in_order(notebook):
+    registered = [e.name for e in exercises_for_chapter(int(notebook.name[:2]))]
+    assert _checked_names(notebook) == registered, (
+        f"{notebook.name} checks {_checked_names(notebook)}; the registry has {registered}"
+    )
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.name)
+def test_coding_exercises_are_numbered_apart_from_the_reasoning_ones(notebook):
+    pending = _script("renumber_exercises").renumber_notebook(notebook, write=False)
+    assert not pending, "run python scripts/renumber_exercises.py book/[0-9][0-9]_*.ipynb: " + (
+        "; ".join(pending)
+    )
+
+
+def _cell(kind, text, **extra):
+    return {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True), **extra}
+
+
+def test_renumbering_numbers_in_order_rewrites_references_and_is_idempotent(tmp_path):
+    output = {"output_type": "stream", "name": "stdout", "text": ["PASS: ...\n"]}
+    cells = [
+        _cell("markdown", "# A chapter\n\n## Exercises\n\n1. **One.** As in exercise 3.1."),
+        _cell("markdown", "**Coding exercise 3.1: the softmax.**"),
+        _cell("code", "check(column_softmax)", outputs=[output], execution_count=1),
+        _cell("markdown", "**Coding exercise 3.C7: the mask.**\n\nAs coding exercise 3.1 did."),
+    ]
+    notebook = tmp_path / "03_x.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}}, indent=1) + "\n")
+    renumber = _script("renumber_exercises")
+    assert len(renumber.renumber_notebook(notebook)) == 2
+    after = json.loads(notebook.read_text())["cells"]
+    text = ["".join(c["source"]) for c in after]
+    assert text[0] == "".join(cells[0]["source"])  # a reasoning exercise keeps its number
+    assert text[1] == "**Coding exercise 3.C1: the softmax.**"
+    assert text[3] == "**Coding exercise 3.C2: the mask.**\n\nAs coding exercise 3.C1 did."
+    assert after[2] == cells[2]  # code, outputs and all, untouched
+    written = notebook.read_text()
+    assert renumber.renumber_notebook(notebook) == [] and notebook.read_text() == written
+    index = _script("exercise_index")
+    assert index.exercises(notebook)[2] == ["the softmax", "the mask"]
