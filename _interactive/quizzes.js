@@ -618,7 +618,7 @@ window.BOOK_QUIZZES = {
    "question": "With residual connections, ∂ <i>x</i><sup>(<i>M</i>)</sup> / ∂ <i>x</i><sup>(<i>m</i>)</sup> = (<i>I</i> + <i>J</i><sub><i>M</i></sub>) ⋯ (<i>I</i> + <i>J</i><sub><i>m</i>+1</sub>). Why does this keep the gradient from vanishing?",
    "options": [
     {
-     "text": "The Jacobians <i>J</i><sub><i>m</i></sub> are small, so no factor can blow the gradient up",
+     "text": "Because the Jacobians <i>J</i><sub><i>m</i></sub> are small",
      "correct": false,
      "explanation": "Small Jacobians are exactly what makes a plain stack's gradient vanish; the residual product is safe because of its identity term."
     },
@@ -1989,7 +1989,7 @@ window.BOOK_QUIZZES = {
      "explanation": "Predicting one of 84 characters is easier than one of 512 tokens, which is exactly why per-token losses do not compare."
     },
     {
-     "text": "Bits per character, unlike nats per token, ignore the vocabulary size",
+     "text": "Bits per character do not depend on the vocabulary size",
      "correct": false,
      "explanation": "The vocabulary enters through the model's probabilities; the unit just makes the total comparable."
     },

@@ -121,9 +121,9 @@ def display_order(question: str, count: int) -> list[int]:
 
 def _script(tag: str, inner: str) -> str:
     mark = "^" if tag == "sup" else "_"
-    # a short index stays bare (x_n, X^⊤); a longer one, or one with an index of its own, is
-    # bracketed (ℝ^(D × N), z_(s_n)) so that it reads unambiguously
-    simple = re.fullmatch(r"(?:[^\W_]|[⊤′'*+−-]){1,3}", inner)
+    # a short index stays bare (x_n, X^⊤); a longer one, a sum or one with an index of its own
+    # is bracketed (ℝ^(D × N), J_(m+1), z_(s_n)) so that it reads unambiguously
+    simple = re.fullmatch(r"(?:[^\W_]|[⊤′'*]){1,3}", inner)
     return mark + (inner if simple else f"({inner})")
 
 
