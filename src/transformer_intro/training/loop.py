@@ -365,22 +365,17 @@ class Run:
     def __iter__(self):
         return iter((self.model, self.history))
 
-    def claim(self, holds, statement: str) -> bool:
+    def claim(self, holds, statement: str) -> None:
         """Check one of the chapter's statements about its run.
 
         On the saved run the statement must hold (an ``AssertionError`` naming it otherwise):
         it is what the prose says. On a reader's variant it need not, so it is printed with
         whether it holds for this run, and nothing is raised.
-
-        Returns:
-            Whether the statement holds.
         """
-        holds = bool(holds)
         if not self.variant:
-            assert holds, f"the saved run should show this, and does not: {statement}"
+            assert bool(holds), f"the saved run should show this, and does not: {statement}"
         else:
             print(f"your run: {statement}: {'yes' if holds else 'no'}")
-        return holds
 
 
 def fit_or_replay(
@@ -549,7 +544,10 @@ def _estimate(saved_history: History, saved_recipe: Recipe, recipe: Recipe) -> s
         return "for an unknown time (the saved run logged none)"
     per_step = saved_history.seconds[-1] / saved_history.step[-1]
     seconds = per_step * recipe.steps * recipe.batch_size / saved_recipe.batch_size
-    when = f"{seconds:.0f} seconds" if seconds < 90 else f"{seconds / 60:.0f} minutes"
+    if seconds < 90:
+        when = f"{max(round(seconds), 1)} second" + ("s" if round(seconds) > 1 else "")
+    else:
+        when = f"{round(seconds / 60)} minutes"
     return f"about {when} at the saved run's speed (an estimate, evaluations not counted)"
 
 
