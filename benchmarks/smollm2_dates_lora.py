@@ -11,12 +11,27 @@ attention projections of every block (``adapters.LoRALanguageModel``) are the on
 numbers, through the book's ``training.fit``. Exact match is the whole answer right under
 teacher forcing, which is the same as greedy decoding getting it right.
 
+The baseline is SmolLM2 itself, few-shot: the prompt first shows ``--shots`` training pairs
+(date, ``ISO: ``, ISO date, newline), then the date to rewrite; the answer is the ISO date and
+the newline the examples end with, scored the same way (every answer token the likeliest, which
+is what greedy decoding would write). Without examples the model never ends its answer right
+after the date, so its exact match would be 0% whatever it knows; that zero-shot figure is kept
+as ``before``.
+
 It also asks chapter 15's three questions before and after (greedy, chat template): what the
 adaptation changed elsewhere. It prints every figure and writes them to a JSON file (in a
-temporary file, moved into place when complete).
+temporary file, moved into place when complete). With ``--adapter-out`` it saves the trained
+adapter alone (``training.save_adapter``: the factors R and Z and the base model's
+fingerprint), with the run's recipe, history and data in the header's ``extra``, so that
+chapter 16 can load it and train its first steps again.
 
     python benchmarks/smollm2_dates_lora.py --steps 150 --test-size 200 \\
-        --out benchmarks/results/smollm2_dates_lora.json
+        --out benchmarks/results/smollm2_dates_lora.json \\
+        --adapter-out book/checkpoints/smollm2_dates_lora.eqx
+
+``--adapter-in book/checkpoints/smollm2_dates_lora.eqx`` measures the saved adapter instead of
+training one (the base model first, then the adapter), which is how the committed figures were
+made from the committed adapter, with ``--omit-times`` on a shared machine.
 """
 
 from __future__ import annotations
@@ -35,7 +50,7 @@ from transformer_intro.adapters import LoRALanguageModel, lora_parameter_count
 from transformer_intro.datasets import dates
 from transformer_intro.pretrained import generate_text, load_smollm2
 from transformer_intro.tasks import SupervisedPairs
-from transformer_intro.training import Recipe, fit
+from transformer_intro.training import History, Recipe, fit, load_adapter, save_adapter
 
 QUESTIONS = (
     "What is 17 times 23?",
@@ -52,6 +67,22 @@ def encode_pairs(tokeniser, pairs) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, answer ids + end token) for each (source text, ISO date)."""
     end = [tokeniser.eos_id]
     return [(tokeniser.encode(prompt(text)), tokeniser.encode(iso) + end) for text, iso in pairs]
+
+
+def encode_few_shot(tokeniser, shots, pairs) -> list[tuple[list[int], list[int]]]:
+    """(examples + prompt ids, answer ids + newline) for each (source text, ISO date).
+
+    The examples are the ``shots`` pairs, each its prompt, its ISO date and a newline, token by
+    token as the answers are written, so the answer's form is the examples' form.
+    """
+    newline = tokeniser.encode("\n")
+    examples = []
+    for text, iso in shots:
+        examples += tokeniser.encode(prompt(text)) + tokeniser.encode(iso) + newline
+    return [
+        (examples + tokeniser.encode(prompt(text)), tokeniser.encode(iso) + newline)
+        for text, iso in pairs
+    ]
 
 
 def window_for(*splits) -> int:
@@ -76,8 +107,33 @@ def main() -> None:
     parser.add_argument("--train-size", type=int, default=4000)
     parser.add_argument("--test-size", type=int, default=200, help="pairs per held-out set")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shots", type=int, default=4, help="examples in the few-shot prompt")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    parser.add_argument(
+        "--adapter-out", type=Path, default=None, help="file for the trained adapter alone"
+    )
+    parser.add_argument(
+        "--adapter-in",
+        type=Path,
+        default=None,
+        help="measure this saved adapter (written with --adapter-out) instead of training one",
+    )
+    parser.add_argument(
+        "--wait-for-adapter",
+        action="store_true",
+        help="with --adapter-in, wait for the file to appear (another process training it)",
+    )
+    parser.add_argument(
+        "--omit-times",
+        action="store_true",
+        help="leave the seconds out of the files (a run on a shared machine times nothing)",
+    )
     args = parser.parse_args()
+    command = "python benchmarks/smollm2_dates_lora.py " + " ".join(
+        f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+        for k, v in vars(args).items()
+        if k not in ("out", "adapter_out", "wait_for_adapter") and v is not False and v is not None
+    )
     load_before = os.getloadavg()
 
     model, tokeniser = load_smollm2()
@@ -100,36 +156,77 @@ def main() -> None:
     def ask(m) -> list[str]:
         return [generate_text(m, tokeniser, q, 40) for q in QUESTIONS]
 
+    shots = train_pairs[: args.shots]
+    few_shot_tests = {
+        name: encode_few_shot(tokeniser, shots, pairs) for name, pairs in tests.items()
+    }
+    few_shot_window = window_for(*few_shot_tests.values())
+    few_shot_tasks = {
+        name: SupervisedPairs(pairs, pairs, window=few_shot_window, vocab_size=vocab)
+        for name, pairs in few_shot_tests.items()
+    }
+    print(f"few-shot prompts: {args.shots} examples, window {few_shot_window}", flush=True)
+
+    def train():
+        """Train the adapters (or read them with --adapter-in): (adapted, recipe, history, s)."""
+        if args.adapter_in is not None:
+            while args.wait_for_adapter and not args.adapter_in.exists():
+                time.sleep(10)  # another process is training it
+            adapted, info = load_adapter(args.adapter_in, model)
+            run = info.extra
+            history = History(**run["history"])
+            print(f"read {args.adapter_in}, trained by: {run['command']}", flush=True)
+            return adapted, Recipe.from_json(json.dumps(run["recipe"])), history, None
+        adapted = LoRALanguageModel(model, args.rank, key=jax.random.PRNGKey(args.seed))
+        recipe = Recipe(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            warmup_steps=max(1, args.steps // 10),
+            weight_decay=0.0,
+            steps_per_call=10,
+            seed=args.seed,
+        )
+        started = time.perf_counter()
+        adapted, history = fit(adapted, tasks["seen formats"], recipe)
+        seconds = time.perf_counter() - started
+        print(f"fit: {seconds:.0f} s for {args.steps} steps (compilation included)")
+        if args.adapter_out is not None:
+            logged = json.loads(history.to_json())
+            if args.omit_times:
+                del logged["seconds"]
+            run = {
+                "recipe": json.loads(recipe.to_json()),
+                "history": logged,
+                "train_size": args.train_size,
+                "seed": args.seed,
+                "command": command,
+            }
+            save_adapter(args.adapter_out, adapted, extra=run)
+            print(f"wrote {args.adapter_out}", flush=True)
+        return adapted, recipe, history, seconds
+
+    if args.adapter_in is None:  # train first: the adapter file is written as early as it can be
+        adapted, recipe, history, seconds_training = train()
     started = time.perf_counter()
     before = measure(model)
     answers_before = ask(model)
     seconds_measuring = time.perf_counter() - started
     print_figures("before", before)
-
-    adapted = LoRALanguageModel(model, args.rank, key=jax.random.PRNGKey(args.seed))
-    recipe = Recipe(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_steps=max(1, args.steps // 10),
-        weight_decay=0.0,
-        steps_per_call=10,
-        seed=args.seed,
-    )
-    started = time.perf_counter()
-    adapted, history = fit(adapted, tasks["seen formats"], recipe)
-    seconds_training = time.perf_counter() - started
+    few_shot = {name: task.evaluate(model) for name, task in few_shot_tasks.items()}
+    print_figures(f"{args.shots}-shot", few_shot)
+    if args.adapter_in is not None:  # measured the base model first, while it trains elsewhere
+        adapted, recipe, history, seconds_training = train()
+    print(f"training loss: {history.train_loss[0]:.3f} first, {history.train_loss[-1]:.3f} last")
     merged = adapted.merged()
     after = measure(merged)
     answers_after = ask(merged)
     print_figures("after", after)
     for question, old, new in zip(QUESTIONS, answers_before, answers_after, strict=True):
         print(f"Q: {question}\n  before: {old!r}\n  after:  {new!r}")
-    print(f"fit: {seconds_training:.0f} s for {args.steps} steps (compilation included)")
 
     result = {
-        "command": "python benchmarks/smollm2_dates_lora.py "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
+        "command": command,
         "machine": machine(),
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
@@ -141,9 +238,17 @@ def main() -> None:
         "train_pairs": len(train),
         "test_pairs_per_set": args.test_size,
         "train_loss": {"first": history.train_loss[0], "last": history.train_loss[-1]},
-        "seconds_training": seconds_training,
-        "seconds_measuring_before": seconds_measuring,
+        **(
+            {}
+            if args.omit_times or seconds_training is None
+            else {
+                "seconds_training": seconds_training,
+                "seconds_measuring_before": seconds_measuring,
+            }
+        ),
         "before": before,
+        "shots": [{"text": text, "iso": iso} for text, iso in shots],
+        "few_shot": few_shot,
         "after": after,
         "questions": [
             {"question": q, "before": old, "after": new}

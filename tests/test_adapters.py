@@ -4,6 +4,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from transformer_intro.adapters import (
@@ -57,6 +58,41 @@ def test_linear_is_the_original_at_initialisation_and_merges():
     np.testing.assert_allclose(layer.merged() @ x, layer(x), rtol=1e-5, atol=1e-6)
     # control: merging without the scale alpha / r gives another map
     assert not np.allclose((w + layer.b @ layer.a) @ x, layer(x), atol=1e-3)
+
+
+def _first_adam_change(rank, alpha, x, key):
+    """|W' x - W x| after one Adam step on sum(c * y), from R drawn with ``key``: (D_out,)."""
+    layer = LoRALinear(jnp.zeros((40, x.shape[0])), rank, alpha=alpha, key=key)
+    c = jnp.linspace(-1.0, 1.0, 40) + 0.01  # no zero: every output's gradient has a sign
+    params, static = eqx.partition(layer, eqx.is_inexact_array)
+    loss = lambda p: jnp.sum(c * eqx.combine(p, static)(x))
+    optimiser = optax.adam(1e-3, eps=1e-12)
+    updates, _ = optimiser.update(jax.grad(loss)(params), optimiser.init(params), params)
+    moved = eqx.combine(optax.apply_updates(params, updates), static)
+    return jnp.abs(moved(x) - layer(x)), layer
+
+
+def test_default_alpha_is_the_rank_and_scale_one():
+    assert LoRALinear(jnp.zeros((4, 6)), 3, key=jax.random.PRNGKey(0)).scale == 1.0
+    lora = LoRALanguageModel(_model(), 2, key=jax.random.PRNGKey(3))
+    assert {a.scale for block in lora.adapters for a in block.values()} == {1.0}
+
+
+def test_first_adam_step_grows_with_the_rank_unless_alpha_is_held():
+    """Hu et al.'s reason for alpha / r: Adam's first step moves each entry of Z by the
+    learning rate, so Z R x moves by eta * scale * |R x|_1, a sum of r terms."""
+    x = jax.random.normal(jax.random.PRNGKey(5), (512,))
+    change, layer = _first_adam_change(8, 8.0, x, jax.random.PRNGKey(6))
+    expected = 1e-3 * layer.scale * jnp.abs(layer.a @ x).sum()
+    np.testing.assert_allclose(change, jnp.full(40, expected), rtol=1e-4)
+    keys = jax.random.split(jax.random.PRNGKey(7), 32)
+    mean = lambda rank, alpha: float(
+        np.mean([_first_adam_change(rank, alpha, x, k)[0].mean() for k in keys])
+    )
+    # alpha = r (the default): four times the rank, about four times the change
+    assert 3.5 < mean(32, 32.0) / mean(8, 8.0) < 4.5
+    # alpha held at 8: the same change at both ranks (the control of the line above)
+    assert 0.9 < mean(32, 8.0) / mean(8, 8.0) < 1.1
 
 
 def test_rank_out_of_range_is_refused():

@@ -1,11 +1,18 @@
 """Low-rank adapters (LoRA, Hu et al. 2021): a frozen matrix plus a trained update of rank r.
 
-A linear map ``y = W x`` is adapted to ``y = W x + (alpha / r) B A x``, with ``A`` (r x D_in)
-drawn at random and ``B`` (D_out x r) zero at the start, so that the adapted map is exactly the
-original one until training moves ``B``. Only ``A`` and ``B`` are trained: ``W`` enters through
+A linear map ``y = W x`` is adapted to ``y = W x + (alpha / r) Z R x`` (the book's letters;
+Hu et al. write B A), with ``R`` (r x D_in) drawn at random and ``Z`` (D_out x r) zero at the
+start, so that the adapted map is exactly the original one until training moves ``Z``. Only
+``R`` and ``Z`` are trained, in the fields ``a`` and ``b``: ``W`` enters through
 ``jax.lax.stop_gradient``, so its gradient is zero, and an optimiser without weight decay leaves
-it unchanged. After training, ``B A`` can be added into ``W`` once (:meth:`LoRALinear.merged`),
+it unchanged. After training, ``Z R`` can be added into ``W`` once (:meth:`LoRALinear.merged`),
 and the adapted layer costs nothing more than the original.
+
+``alpha`` defaults to the rank r, so the scale alpha / r is 1. Hu et al. hold alpha fixed
+instead when they change r: with Adam, the first steps move every entry of Z by about the
+learning rate, so the change of Z R x grows with r, and dividing by r keeps it the same size
+at every rank (a change of r then needs little retuning of the learning rate). Pass ``alpha``
+to do the same.
 
 :class:`LoRALinear` is one adapted matrix, :class:`LoRALanguageModel` a
 :class:`~transformer_intro.models.LanguageModel` whose attention projections are adapted; its
@@ -40,13 +47,13 @@ PROJECTIONS = {
 
 
 class LoRALinear(eqx.Module):
-    """``y = W x + (alpha / r) B A x`` with ``W`` frozen (D_out x D_in) and ``B A`` of rank r.
+    """``y = W x + (alpha / r) Z R x`` with ``W`` frozen (D_out x D_in) and ``Z R`` of rank r.
 
     Attributes:
         weight: W, the frozen matrix (D_out, D_in); no gradient reaches it.
-        a: A, (r, D_in), drawn from N(0, 1 / D_in).
-        b: B, (D_out, r), zero at initialisation.
-        scale: alpha / r.
+        a: R, (r, D_in), drawn from N(0, 1 / D_in) (Hu et al.'s A).
+        b: Z, (D_out, r), zero at initialisation (Hu et al.'s B).
+        scale: alpha / r (1 by default, alpha = r).
     """
 
     weight: Float[Array, "out inp"]
@@ -55,7 +62,7 @@ class LoRALinear(eqx.Module):
     scale: float = eqx.field(static=True)
 
     def __init__(self, weight, rank: int, *, alpha: float | None = None, key: PRNGKeyArray):
-        """Wrap ``weight`` with an update of rank ``rank``; ``alpha`` defaults to ``rank``.
+        """Wrap ``weight`` with an update of rank ``rank``; ``alpha`` defaults to ``rank``: scale 1.
 
         Raises:
             ValueError: if ``rank`` is not between 1 and the smaller side of ``weight``.
@@ -75,15 +82,15 @@ class LoRALinear(eqx.Module):
         return self.a.shape[0]
 
     def update(self) -> Float[Array, "out inp"]:
-        """(alpha / r) B A, the change the adapter makes to W."""
+        """(alpha / r) Z R, the change the adapter makes to W."""
         return self.scale * self.b @ self.a
 
     def merged(self) -> Float[Array, "out inp"]:
-        """W + (alpha / r) B A: one matrix that computes the adapted map (W still frozen)."""
+        """W + (alpha / r) Z R: one matrix that computes the adapted map (W still frozen)."""
         return jax.lax.stop_gradient(self.weight) + self.update()
 
     def __call__(self, x: Float[Array, " inp"]) -> Float[Array, " out"]:
-        """The adapted map on one vector: W x + (alpha / r) B (A x), never forming B A."""
+        """The adapted map on one vector: W x + (alpha / r) Z (R x), never forming Z R."""
         return jax.lax.stop_gradient(self.weight) @ x + self.scale * (self.b @ (self.a @ x))
 
 
@@ -129,7 +136,10 @@ class LoRALanguageModel(eqx.Module):
         parts: tuple[str, ...] = ("query", "key", "value", "output"),
         key: PRNGKeyArray,
     ):
-        """Adapt the projections ``parts`` of every block of ``base`` with rank ``rank``."""
+        """Adapt the projections ``parts`` of every block of ``base`` with rank ``rank``.
+
+        ``alpha`` defaults to ``rank`` (scale 1), as in :class:`LoRALinear`.
+        """
         unknown = set(parts) - set(PROJECTIONS)
         if unknown:
             raise ValueError(
@@ -156,10 +166,10 @@ class LoRALanguageModel(eqx.Module):
         return self.base.config
 
     def merged(self) -> LanguageModel:
-        """The base model with every adapted projection replaced by W + (alpha / r) B A.
+        """The base model with every adapted projection replaced by W + (alpha / r) Z R.
 
         Every array of the base model enters through ``stop_gradient``: gradients of a loss of
-        the merged model reach the adapters' A and B only.
+        the merged model reach the adapters' R and Z only.
         """
         frozen = jax.tree.map(
             lambda leaf: jax.lax.stop_gradient(leaf) if eqx.is_inexact_array(leaf) else leaf,

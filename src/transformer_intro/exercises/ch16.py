@@ -57,14 +57,18 @@ DEQUANTISE_Q8_0 = Exercise(
 )
 
 
-def _lora_forward(weight, a, b, x, alpha):
-    weight, a, b, x = (np.asarray(v, np.float64) for v in (weight, a, b, x))
-    return (weight @ x + alpha / a.shape[0] * (b @ (a @ x))).astype(np.float32)
+# The chapter's letters: R (r x D_in) is applied first, Z (D_out x r) second; Hu et al.'s A, B.
+def _lora_forward(weight, r_factor, z_factor, x, alpha):
+    weight, r_factor, z_factor, x = (
+        np.asarray(v, np.float64) for v in (weight, r_factor, z_factor, x)
+    )
+    rank = r_factor.shape[0]
+    return (weight @ x + alpha / rank * (z_factor @ (r_factor @ x))).astype(np.float32)
 
 
-def _merge(weight, a, b, alpha):
-    weight, a, b = (np.asarray(v, np.float64) for v in (weight, a, b))
-    return (weight + alpha / a.shape[0] * (b @ a)).astype(np.float32)
+def _merge(weight, r_factor, z_factor, alpha):
+    weight, r_factor, z_factor = (np.asarray(v, np.float64) for v in (weight, r_factor, z_factor))
+    return (weight + alpha / r_factor.shape[0] * (z_factor @ r_factor)).astype(np.float32)
 
 
 def _lora_cases(with_x):
@@ -91,18 +95,18 @@ LORA_FORWARD = Exercise(
     diagnoses=(
         Diagnosis.like(
             "alpha_not_over_r",
-            "the update is scaled by alpha, not alpha / r: divide by the rank r = A.shape[0]",
-            lambda w, a, b, x, alpha: _lora_forward(w, a, b, x, alpha * a.shape[0]),
+            "the update is scaled by alpha, not alpha / r: divide by the rank r = R.shape[0]",
+            lambda w, r, z, x, alpha: _lora_forward(w, r, z, x, alpha * r.shape[0]),
         ),
         Diagnosis.like(
             "no_scale",
-            "the update B A x has no scale: multiply it by alpha / r",
-            lambda w, a, b, x, alpha: _lora_forward(w, a, b, x, a.shape[0]),
+            "the update Z R x has no scale: multiply it by alpha / r",
+            lambda w, r, z, x, alpha: _lora_forward(w, r, z, x, r.shape[0]),
         ),
         Diagnosis.like(
             "no_base",
-            "only the update is returned: the adapter adds (alpha / r) B A x to W x",
-            lambda w, a, b, x, alpha: _lora_forward(0 * w, a, b, x, alpha),
+            "only the update is returned: the adapter adds (alpha / r) Z R x to W x",
+            lambda w, r, z, x, alpha: _lora_forward(0 * w, r, z, x, alpha),
         ),
     ),
 )
@@ -117,18 +121,18 @@ MERGE_LORA = Exercise(
     diagnoses=(
         Diagnosis.like(
             "alpha_not_over_r",
-            "the update is scaled by alpha, not alpha / r: divide by the rank r = A.shape[0]",
-            lambda w, a, b, alpha: _merge(w, a, b, alpha * a.shape[0]),
+            "the update is scaled by alpha, not alpha / r: divide by the rank r = R.shape[0]",
+            lambda w, r, z, alpha: _merge(w, r, z, alpha * r.shape[0]),
         ),
         Diagnosis.like(
             "no_base",
-            "only the update is returned: the merged matrix is W + (alpha / r) B A",
-            lambda w, a, b, alpha: _merge(0 * w, a, b, alpha),
+            "only the update is returned: the merged matrix is W + (alpha / r) Z R",
+            lambda w, r, z, alpha: _merge(0 * w, r, z, alpha),
         ),
         Diagnosis.like(
             "no_scale",
-            "the update B A has no scale: multiply it by alpha / r",
-            lambda w, a, b, alpha: _merge(w, a, b, a.shape[0]),
+            "the update Z R has no scale: multiply it by alpha / r",
+            lambda w, r, z, alpha: _merge(w, r, z, r.shape[0]),
         ),
     ),
 )
