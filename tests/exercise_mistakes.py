@@ -632,12 +632,12 @@ MISTAKES = {
         (lambda block: block[2:].view(np.int8).astype(np.float32), "no_scale"),
     ],
     "lora_forward": [
-        (lambda W, A, B, x, alpha: W @ x + alpha * (B @ (A @ x)), "alpha_not_over_r"),
-        (lambda W, A, B, x, alpha: W @ x + B @ (A @ x), "no_scale"),
-        (lambda W, A, B, x, alpha: alpha / A.shape[0] * (B @ (A @ x)), "no_base"),
+        (lambda W, R, Z, x, alpha: W @ x + alpha * (Z @ (R @ x)), "alpha_not_over_r"),
+        (lambda W, R, Z, x, alpha: W @ x + Z @ (R @ x), "no_scale"),
+        (lambda W, R, Z, x, alpha: alpha / R.shape[0] * (Z @ (R @ x)), "no_base"),
     ],
     "merge_lora": [
-        (lambda W, A, B, alpha: W + alpha * B @ A, "alpha_not_over_r"),
-        (lambda W, A, B, alpha: alpha / A.shape[0] * B @ A, "no_base"),
+        (lambda W, R, Z, alpha: W + alpha * Z @ R, "alpha_not_over_r"),
+        (lambda W, R, Z, alpha: alpha / R.shape[0] * Z @ R, "no_base"),
     ],
 }

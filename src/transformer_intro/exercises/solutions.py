@@ -795,12 +795,12 @@ def dequantise_q8_0(block):
     return d * q
 
 
-def lora_forward(W, A, B, x, alpha):
-    """W x + (alpha / r) B A x, without forming B A."""
-    r = A.shape[0]
-    return W @ x + alpha / r * (B @ (A @ x))
+def lora_forward(W, R, Z, x, alpha):
+    """W x + (alpha / r) Z R x, without forming Z R."""
+    r = R.shape[0]
+    return W @ x + alpha / r * (Z @ (R @ x))
 
 
-def merge_lora(W, A, B, alpha):
-    """W + (alpha / r) B A."""
-    return W + alpha / A.shape[0] * (B @ A)
+def merge_lora(W, R, Z, alpha):
+    """W + (alpha / r) Z R."""
+    return W + alpha / R.shape[0] * (Z @ R)
