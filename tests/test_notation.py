@@ -111,7 +111,6 @@ ALLOWED_ON: dict[str, set[str]] = {
 # (page, check) pairs whose page has not yet been brought in line; expected to fail. Remove an
 # entry when its page is fixed (the strict xfail then reports XPASS as a failure until you do).
 PENDING: set[tuple[str, str]] = {
-    ("03_multi_head_attention.ipynb", "source_names"),
     ("14_modern_transformer.ipynb", "momentum_z"),
 }
 
