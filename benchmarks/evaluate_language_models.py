@@ -10,19 +10,26 @@ the book's own models on the page and prints these rows from the file.
 
 The formats:
 
-- ``float32``: the file's weights turned into float32 numbers (``load_smollm2()``);
-- ``Q4_1``: the file's own blocks, Q4_1 matrices and a Q8_0 token table, kept as blocks
-  (``load_smollm2(quantised=True)``); the same numbers as ``float32`` up to the order of
-  additions;
-- ``Q8_0``: every matrix and the token table of ``float32`` quantised again, to Q8_0
-  (``model.quantised("Q8_0")``, chapter 16).
+- ``float32``: the file's weights turned into float32 numbers (``load_smollm2()``). The file
+  holds only its Q4_1 blocks (and a Q8_0 token table), so these are also the weights of the
+  model kept in those blocks (``load_smollm2(quantised=True)``), which computes the same numbers
+  up to the order of additions;
+- ``Q8_0``: every matrix and the token table of ``float32`` quantised again, to Q8_0 (chapter 16,
+  ``model.quantised("Q8_0")``), and multiplied as the float32 numbers those blocks hold
+  (``.dequantised()``): the same products as the blocks' own, up to the order of additions, in
+  XLA's matrix products, which read a window of 1,024 tokens faster than the blocks' kernel;
+- ``Q4_1``: the file's blocks multiplied by the blocks' kernel itself, without unpacking them
+  (``load_smollm2(quantised=True)``). Not run by default: on two shared cores it takes hours,
+  and it measures the order of additions only.
 
-Each format takes minutes on two cores. The result file is written after each format, and a
-rerun skips the formats the file already holds for the same text and windows, so an interrupted
-run resumes. No time is recorded: a shared machine times nothing, and bits per character do not
-depend on the load.
+Each format takes minutes on two cores. The result file is written after each play's passage
+(``plays_done``, gathered into ``formats`` once all four are in), keeping what another process
+wrote to it meanwhile, so formats and plays may run in parallel (``--plays``); a rerun skips
+what the file already holds for the same text and windows, so an interrupted run resumes. No
+time is recorded: a shared machine times nothing, and bits per character do not depend on the
+load.
 
-    python benchmarks/evaluate_language_models.py [--formats float32 Q8_0 Q4_1]
+    python benchmarks/evaluate_language_models.py [--formats float32 Q8_0 Q4_1]   # default: two
 """
 
 from __future__ import annotations
@@ -38,15 +45,17 @@ from report import machine, write_json  # beside this script
 
 from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS
 from transformer_intro.pretrained import load_smollm2
-from transformer_intro.training.evaluation import held_out_passages, text_loss
+from transformer_intro.training.evaluation import TextLoss, held_out_passages, text_loss
 
 RESULT = Path(__file__).resolve().parent / "results" / "language_model_evaluation.json"
 CONTEXT = 1024  # tokens per window, about 3,200 characters of these plays
 FORMATS = {
-    "float32": "the file's weights as float32 numbers",
-    "Q4_1": "the file's own blocks (Q4_1 matrices, Q8_0 token table), kept as blocks",
-    "Q8_0": "every matrix and the token table re-quantised to Q8_0",
+    "float32": "the file's weights (its Q4_1 blocks and Q8_0 token table) as float32 numbers",
+    "Q8_0": "every matrix and the token table re-quantised to Q8_0, multiplied as the float32 "
+    "numbers the blocks hold",
+    "Q4_1": "the file's own blocks, multiplied by the blocks' kernel without unpacking them",
 }
+DEFAULT_FORMATS = ["float32", "Q8_0"]
 
 
 def load(fmt: str):
@@ -55,28 +64,31 @@ def load(fmt: str):
         return load_smollm2(quantised=True)
     model, tokeniser = load_smollm2()
     if fmt == "Q8_0":
-        model = model.quantised("Q8_0")
+        model = model.quantised("Q8_0").dequantised()
     return model, tokeniser
 
 
-def evaluate(fmt: str, passages: list[str]) -> dict:
-    """One format's figures: over all passages and per play."""
-    model, tokeniser = load(fmt)
-    per_play, total = {}, None
-    for name, passage in zip(VALIDATION_PLAYS, passages, strict=True):
-        loss = text_loss(
-            model, tokeniser, passage, context=CONTEXT, progress=True, description=f"{fmt} {name}"
-        )
-        per_play[name] = {
-            "nats": loss.nats,
-            "tokens": loss.tokens,
-            "characters": loss.characters,
-            "windows": loss.windows,
-            "bits_per_character": loss.bits_per_character,
-        }
-        total = loss if total is None else total + loss
-    del model
-    gc.collect()
+def play_figures(model, tokeniser, fmt: str, name: str, passage: str) -> dict:
+    """One format's figures on one play's passage."""
+    loss = text_loss(
+        model, tokeniser, passage, context=CONTEXT, progress=True, description=f"{fmt} {name}"
+    )
+    return {
+        "nats": loss.nats,
+        "tokens": loss.tokens,
+        "characters": loss.characters,
+        "windows": loss.windows,
+        "bits_per_character": loss.bits_per_character,
+        "machine": machine(),
+    }
+
+
+def format_figures(fmt: str, per_play: dict) -> dict:
+    """A format's figures over the four passages, from each play's."""
+    total = TextLoss(0.0, 0, 0, 0)
+    for name in VALIDATION_PLAYS:
+        f = per_play[name]
+        total = total + TextLoss(f["nats"], f["tokens"], f["characters"], f["windows"])
     return {
         "weights": FORMATS[fmt],
         "nats": total.nats,
@@ -85,45 +97,63 @@ def evaluate(fmt: str, passages: list[str]) -> dict:
         "windows": total.windows,
         "bits_per_character": total.bits_per_character,
         "bits_per_token": total.bits_per_token,
-        "per_play": per_play,
+        "per_play": {name: per_play[name] for name in VALIDATION_PLAYS},
     }
+
+
+def recorded(path: Path, text: dict) -> dict:
+    """What the file holds for this text and these windows (nothing for another)."""
+    written = json.loads(path.read_text()) if path.exists() else {}
+    if written.get("text") != text:
+        written = {}
+    written.setdefault("formats", {})
+    written.setdefault("plays_done", {})
+    return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
+    parser.add_argument("--formats", nargs="+", choices=list(FORMATS), default=DEFAULT_FORMATS)
+    parser.add_argument(
+        "--plays", nargs="+", choices=list(VALIDATION_PLAYS), default=list(VALIDATION_PLAYS),
+        help="evaluate only these plays' passages (another process may do the others)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
 
-    passages = held_out_passages()
+    passages = dict(zip(VALIDATION_PLAYS, held_out_passages(), strict=True))
     text = {
         "plays": list(VALIDATION_PLAYS),
-        "characters_per_play": len(passages[0]),
-        "characters": sum(len(p) for p in passages),
-        "sha256": hashlib.sha256("\0".join(passages).encode()).hexdigest(),
+        "characters_per_play": len(passages[VALIDATION_PLAYS[0]]),
+        "characters": sum(len(p) for p in passages.values()),
+        "sha256": hashlib.sha256("\0".join(passages.values()).encode()).hexdigest(),
         "context_tokens": CONTEXT,
         "windows": "disjoint",
     }
-    result = json.loads(args.out.read_text()) if args.out.exists() else {}
-    if result.get("text") != text:
-        result = {}  # another text or other windows: nothing in the file carries over
-    result.update(
-        command="python benchmarks/evaluate_language_models.py", machine=machine(), text=text
-    )
-    result.setdefault("formats", {})
     for fmt in args.formats:
-        if fmt in result["formats"]:
-            print(f"{fmt}: in {args.out.name} already, skipped")
-            continue
-        result["formats"][fmt] = {**evaluate(fmt, passages), "machine": machine()}
-        write_json(args.out, result)
-        figures = result["formats"][fmt]
-        print(
-            f"{fmt:8s} {figures['bits_per_character']:.4f} bits per character "
-            f"({figures['characters']:,} characters, {figures['tokens']:,} tokens, "
-            f"{figures['windows']} windows)",
-            flush=True,
-        )
+        model = tokeniser = None
+        for name in args.plays:
+            done = recorded(args.out, text)
+            if fmt in done["formats"] or name in done["plays_done"].get(fmt, {}):
+                print(f"{fmt} {name}: in {args.out.name} already, skipped")
+                continue
+            if model is None:
+                model, tokeniser = load(fmt)
+            figures = play_figures(model, tokeniser, fmt, name, passages[name])
+            # Other processes may have written the file meanwhile: read it again, add this play.
+            result = recorded(args.out, text)
+            result.update(command="python benchmarks/evaluate_language_models.py", text=text)
+            result["plays_done"].setdefault(fmt, {})[name] = figures
+            if set(result["plays_done"][fmt]) == set(VALIDATION_PLAYS):
+                result["formats"][fmt] = format_figures(fmt, result["plays_done"].pop(fmt))
+                print(f"{fmt:8s} {result['formats'][fmt]['bits_per_character']:.4f} bits per "
+                      "character over the four passages", flush=True)  # fmt: skip
+            write_json(args.out, result)
+            print(f"{fmt} {name}: {figures['bits_per_character']:.4f} bits per character "
+                  f"({figures['tokens']:,} tokens, {figures['windows']} windows)",
+                  flush=True)  # fmt: skip
+        del model
+        gc.collect()
 
 
 if __name__ == "__main__":
