@@ -12,6 +12,12 @@ import numpy as np
 import pytest
 
 from transformer_intro import LanguageModel, LMConfig, VisionTransformer, ViTConfig
+from transformer_intro.attention import (
+    MultiHeadAttention,
+    attention_weights,
+    causal_mask,
+    padding_mask,
+)
 from transformer_intro.tasks import ImageClassification, NextSymbolPrediction, SequenceToSequence
 from transformer_intro.training import History, Recipe, fit, load_checkpoint, save_checkpoint
 from transformer_intro.training.checkpoints import CheckpointError
@@ -288,3 +294,68 @@ def test_no_validation_windows_is_refused():
         NextSymbolPrediction(
             symbols(), window=8, validation_ids=symbols(), num_validation_windows=0
         )
+
+
+# -- masks ---------------------------------------------------------------------------------------
+
+
+def attention_layer(num_heads=2):
+    return MultiHeadAttention(8, num_heads, key=jax.random.PRNGKey(0))
+
+
+def tokens(n, seed=1):
+    return jax.random.normal(jax.random.PRNGKey(seed), (n, 8))
+
+
+@pytest.mark.unchecked  # the package's own error, which a reader sees without the hook
+def test_a_padding_vector_given_as_a_mask_is_refused_naming_the_shape():
+    is_real = jnp.array([True, True, True, True, False, False])
+    layer, x = attention_layer(), tokens(6)
+    # Without the check, (6,) broadcast along the outputs: every output read the padding.
+    with pytest.raises(
+        ValueError, match=r"mask must have shape \(6, 6\).*got \(6,\).*padding_mask"
+    ):
+        layer(x, is_real)
+    with pytest.raises(ValueError, match=r"mask must have shape \(6, 6\) or \(B, 6, 6\)"):
+        layer.batched(x[None], is_real)
+    with pytest.raises(ValueError, match=r"mask must have shape \(6, 6\).*got \(6,\)"):
+        attention_weights(x, x, mask=is_real)
+    # The mask the message names is accepted, and no output reads a padding input.
+    weights = layer.attention_weights(x, padding_mask(is_real))
+    assert bool(jnp.all(weights[:, ~is_real] == 0))
+
+
+@pytest.mark.unchecked
+def test_a_mask_of_the_wrong_orientation_or_size_is_refused():
+    layer, x, memory = attention_layer(), tokens(3), tokens(5, seed=2)
+    is_real = jnp.array([True, True, True, False, False])
+    with pytest.raises(ValueError, match=r"mask must have shape \(5, 3\).*got \(3, 5\)"):
+        layer(x, padding_mask(is_real, 3).T, context=memory)
+    with pytest.raises(ValueError, match=r"mask must have shape \(3, 3\).*got \(3, 1\)"):
+        layer(x, jnp.ones((3, 1), bool))  # broadcast in jnp.where, silently
+    with pytest.raises(ValueError, match=r"or \(B, 3, 3\), .*; got \(2, 1, 3, 3\)"):
+        layer.batched(x[None], jnp.ones((2, 1, 3, 3), bool))
+    with pytest.raises(
+        ValueError, match=r"or \(B, 3, 3\) with B = 1, the batch of x; got \(2, 3, 3\)"
+    ):
+        layer.batched(x[None], jnp.ones((2, 3, 3), bool))  # one mask per example, for 1 example
+    # Control: the right shapes pass, and equal each other.
+    one = layer(x, padding_mask(is_real, 3), context=memory)
+    batch = layer.batched(x[None], padding_mask(is_real, 3)[None], context=memory[None])
+    assert jnp.allclose(one, batch[0], atol=1e-5)
+    assert jnp.allclose(
+        layer(x, causal_mask(3)), layer.batched(x[None], causal_mask(3))[0], atol=1e-5
+    )
+
+
+def test_an_all_padding_source_is_refused_naming_the_pair():
+    sources, inputs, targets = pairs(4)
+    sources[2] = 0  # pad_id 0 throughout: the decoder would attend to nothing (NaN)
+    with pytest.raises(ValueError, match=r"training split's source 2 is all padding \(pad_id 0\)"):
+        SequenceToSequence((sources, inputs, targets), start_id=1)
+    with pytest.raises(ValueError, match=r"test split's source 2 is all padding \(pad_id 0\)"):
+        SequenceToSequence(pairs(4), (sources, inputs, targets), start_id=1)
+    # Another padding id makes the row real again; zeros beside real tokens are fine.
+    SequenceToSequence((sources, inputs, targets), start_id=1, pad_id=9)
+    sources[2, :3] = 5
+    SequenceToSequence((sources, inputs, targets), start_id=1)

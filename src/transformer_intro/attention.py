@@ -75,6 +75,30 @@ def padding_mask(is_real: Bool[Array, " M"], num_outputs: int | None = None) -> 
     return jnp.broadcast_to(is_real[:, None], (is_real.shape[0], num_outputs))
 
 
+def _check_mask_shape(mask, num_inputs: int, num_outputs: int, batch: bool = False) -> None:
+    """Refuse a mask that is not (Nin, Nout) (or, with ``batch``, (B, Nin, Nout)).
+
+    ``jnp.where`` would stretch a wrong shape without a word: a vector of which inputs are real,
+    (Nin,), runs along the outputs instead, so that the real outputs read the padding.
+
+    Raises:
+        ValueError: naming the shape expected and the shape given.
+    """
+    expected = (num_inputs, num_outputs)
+    shape = tuple(mask.shape)
+    if shape == expected or (batch and len(shape) == 3 and shape[1:] == expected):
+        return
+    wanted = f"{expected}" + (f" or (B, {num_inputs}, {num_outputs})" if batch else "")
+    hint = (
+        ": a vector of which inputs are real becomes a mask with padding_mask(is_real, num_outputs)"
+        if len(shape) == 1
+        else ""
+    )
+    raise ValueError(
+        f"mask must have shape {wanted}, mask[n', n] for input n' and output n; got {shape}{hint}"
+    )
+
+
 def attention_weights(
     keys: Float[Array, "Nin K"],
     queries: Float[Array, "Nout K"],
@@ -104,13 +128,16 @@ def attention_weights(
         A, shape (Nin, Nout); each column sums to one over the inputs n'.
 
     Raises:
-        ValueError: if keys and queries are not (N, K) arrays of one width K.
+        ValueError: if keys and queries are not (N, K) arrays of one width K, or the mask is not
+            (Nin, Nout).
     """
     if keys.ndim != 2 or queries.ndim != 2 or keys.shape[1] != queries.shape[1]:
         raise ValueError(
             "keys and queries must be (N, K) arrays of the same width K, "
             f"got {keys.shape} and {queries.shape}"
         )
+    if mask is not None:
+        _check_mask_shape(mask, keys.shape[0], queries.shape[0])
     scores = keys @ queries.T  # scores[n', n] = k_n' . q_n
     if scaled:
         scores = scores / math.sqrt(keys.shape[-1])
@@ -665,8 +692,13 @@ class MultiHeadAttention(eqx.Module):
             raise ValueError(
                 f"num_outputs must be between 1 and the number of tokens {n}, got {num_outputs}"
             )
-        if mask is not None and mask.shape[-2:] != (m, n):
-            raise ValueError(f"mask must have shape ({m}, {n}) or (B, {m}, {n}), got {mask.shape}")
+        if mask is not None:
+            _check_mask_shape(mask, m, n, batch=True)
+            if mask.ndim == 3 and mask.shape[0] not in (1, b):
+                raise ValueError(
+                    f"mask must have shape ({m}, {n}) or (B, {m}, {n}) with B = {b}, the batch of "
+                    f"x; got {tuple(mask.shape)}"
+                )
         k = self.head_dim
         dv = self.value_projections.shape[1]
         # When every token of x asks a query of itself, one wider product is faster than two.

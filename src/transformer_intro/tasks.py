@@ -459,8 +459,9 @@ class SequenceToSequence(eqx.Module):
     targets: Array
     test: tuple[Array, Array, Array] | None
     start_id: int = eqx.field(static=True)
+    pad_id: int = eqx.field(static=True)
 
-    def __init__(self, train, test=None, *, start_id: int):
+    def __init__(self, train, test=None, *, start_id: int, pad_id: int = 0):
         """Copy the pairs to the device, as int32.
 
         Args:
@@ -469,14 +470,18 @@ class SequenceToSequence(eqx.Module):
                 ``start_id``.
             test: the same for the pairs ``evaluate`` measures, or None.
             start_id: the id that starts every decoder input (greedy decoding starts with it).
+            pad_id: the padding id of the sources, the model's ``pad_id``: the loss itself reads
+                the model's.
 
         Raises:
-            ValueError: if a split is empty, its three arrays differ in rows, or its decoder
-                inputs and targets differ in shape.
+            ValueError: if a split is empty, its three arrays differ in rows, its decoder
+                inputs and targets differ in shape, or a source is all padding (no token for
+                the decoder to read: its attention would be a softmax over nothing, NaN).
         """
-        self.sources, self.target_inputs, self.targets = _sequence_split("training", train)
-        self.test = None if test is None else _sequence_split("test", test)
+        self.sources, self.target_inputs, self.targets = _sequence_split("training", train, pad_id)
+        self.test = None if test is None else _sequence_split("test", test, pad_id)
         self.start_id = start_id
+        self.pad_id = pad_id
 
     def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
         """B training pairs drawn with replacement.
@@ -516,8 +521,13 @@ class SequenceToSequence(eqx.Module):
         return {"exact_match": float(exact), "loss": float(loss), "accuracy": float(accuracy)}
 
 
-def _sequence_split(name: str, split) -> tuple[Array, Array, Array]:
-    """``(sources, target_inputs, targets)`` of one split as int32, checked to hold whole pairs."""
+def _sequence_split(name: str, split, pad_id: int) -> tuple[Array, Array, Array]:
+    """``(sources, target_inputs, targets)`` of one split as int32, checked to hold whole pairs.
+
+    A source of padding alone is refused here, where the data are at hand: in the model every
+    token reading it would attend to no input, a NaN that ``fit`` would blame on the learning
+    rate. (The attention layer keeps the softmax over nothing as NaN, chapter 2's example.)
+    """
     sources, target_inputs, targets = (jnp.asarray(a, jnp.int32) for a in split)
     rows = [a.shape[0] if a.ndim else 0 for a in (sources, target_inputs, targets)]
     if len(set(rows)) > 1 or rows[0] == 0:
@@ -529,6 +539,16 @@ def _sequence_split(name: str, split) -> tuple[Array, Array, Array]:
         raise ValueError(
             f"the {name} split's decoder inputs are {target_inputs.shape} but its targets "
             f"{targets.shape}: the inputs are the targets shifted right, so the shapes must match"
+        )
+    empty = np.flatnonzero(
+        np.all(np.asarray(sources) == pad_id, axis=tuple(range(1, sources.ndim)))
+    )
+    if empty.size:
+        raise ValueError(
+            f"the {name} split's source {empty[0]} is all padding (pad_id {pad_id})"
+            + (f", and {empty.size - 1} more" if empty.size > 1 else "")
+            + ": the decoder would read no token of it; drop such pairs or give each source "
+            "at least one real token"
         )
     return sources, target_inputs, targets
 
