@@ -6,14 +6,16 @@ MathJax and its widgets drawn by the book's own scripts; then, before printing, 
 every exercise moves from its collapsed dropdown to a "Solutions" section at the end of its
 chapter, and the print styles of ``_css/print.css`` are added (each chapter starts a page).
 
-Chromium numbers the body's pages in their footers and records, in the document outline it
-writes, the page on which each heading starts. From those pages the script writes the front
-matter, a title page and a contents page listing every part, chapter and section with its page,
-and prints it in the same browser; pypdf then puts the front matter before the body, gives the
-PDF an outline (bookmarks) of parts, chapters, sections and subsections, links each contents
-entry to its heading, and labels the front pages i, ii, ... and the body's pages 1, 2, ... as
-their footers read. The body is printed once: the contents' page numbers do not depend on the
-front matter's length.
+Chromium numbers the body's pages in their footers and writes a named destination (page and
+place) for every target of a printed link; each heading gets a link of one pixel to itself, so
+the printed body says on which page every heading starts. From those pages the script writes the
+front matter, a title page (the title and author of ``_config.yml``, the version of
+``pyproject.toml``, no date) and a contents page listing every part, chapter and section with its
+page, and prints it in the same browser. The front matter is then put before the body as an
+incremental update of Chromium's file, which adds an outline (bookmarks) of parts, chapters,
+sections and subsections, links each contents entry to its heading, and labels the front pages
+i, ii, ... and the body's pages 1, 2, ... as their footers read. The body is printed once: the
+contents' page numbers do not depend on the front matter's length.
 
 The PDF is written to a temporary file beside the output and moved into place only once the
 checks pass (``problems``): at least ``--min-pages`` pages, every chapter's title present, no
