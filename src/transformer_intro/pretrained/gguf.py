@@ -99,22 +99,38 @@ class GGUFFile:
         mapping: the file's memory map.
 
     Raises:
-        ValueError: when the file is not GGUF, or of a version or value type it does not know.
+        ValueError: when the file is empty or not GGUF, of a version it does not know, or
+            damaged (cut short, a string that is not UTF-8, an unknown value or tensor type,
+            tensor data past the end): one sentence naming the file and the byte.
     """
 
     def __init__(self, path):
         """Map ``path`` and read its header."""
+        with open(path, "rb") as file:
+            if _file_size(file) == 0:
+                raise ValueError(f"{path} is empty, not a GGUF file")
+            self.mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._path, self._at = path, 0
+        try:
+            self._read_header()
+        except _Damaged as damage:
+            self.mapping.close()
+            raise ValueError(
+                f"{path} is a damaged GGUF file (at byte {damage.at}): {damage.reason}"
+            ) from None
+        except BaseException:
+            self.mapping.close()
+            raise
+
+    def _read_header(self) -> None:
         import gguf
 
-        with open(path, "rb") as file:
-            self.mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        self._at = 0
         if self.mapping[:4] != b"GGUF":
-            raise ValueError(f"{path} is not a GGUF file (it does not start with b'GGUF')")
+            raise ValueError(f"{self._path} is not a GGUF file (it does not start with b'GGUF')")
         self._at = 4
         version = self._scalar(4)
         if version not in (2, 3):
-            raise ValueError(f"{path}: GGUF version {version}; this reader knows 2 and 3")
+            raise ValueError(f"{self._path}: GGUF version {version}; this reader knows 2 and 3")
         tensor_count, value_count = self._scalar(10), self._scalar(10)
         self.metadata = {}
         for _ in range(value_count):
@@ -124,7 +140,11 @@ class GGUFFile:
         for _ in range(tensor_count):
             name = self._string()
             shape = tuple(self._scalar(10) for _ in range(self._scalar(4)))
-            kind = gguf.GGMLQuantizationType(self._scalar(4))
+            at, code = self._at, self._scalar(4)
+            try:
+                kind = gguf.GGMLQuantizationType(code)
+            except ValueError:
+                raise _Damaged(at, f"unknown type {code} of tensor {name!r}") from None
             infos.append((name, shape, kind, self._scalar(10)))
         alignment = int(self.metadata.get("general.alignment", 32))
         start = -(-self._at // alignment) * alignment
@@ -132,18 +152,32 @@ class GGUFFile:
         for name, shape, kind, offset in infos:
             block, size = gguf.GGML_QUANT_SIZES[kind]
             n_bytes = int(np.prod(shape)) // block * size
-            data = np.frombuffer(self.mapping, np.uint8, n_bytes, start + offset)
-            self.tensors.append(GGUFTensor(name, shape, kind, start + offset, n_bytes, data))
+            first, end = start + offset, start + offset + n_bytes
+            if end > len(self.mapping):
+                raise _Damaged(
+                    first,
+                    f"tensor {name!r} takes bytes {first} to {end}, past the end of the file "
+                    f"of {len(self.mapping)} bytes (is it cut short?)",
+                )
+            data = np.frombuffer(self.mapping, np.uint8, n_bytes, first)
+            self.tensors.append(GGUFTensor(name, shape, kind, first, n_bytes, data))
 
     def _scalar(self, kind: int):
         code = "<" + _SCALARS[kind]
+        if self._at + struct.calcsize(code) > len(self.mapping):
+            raise _Damaged(self._at, "the header ends before its last field (is it cut short?)")
         (value,) = struct.unpack_from(code, self.mapping, self._at)
         self._at += struct.calcsize(code)
         return value
 
     def _string(self) -> str:
-        size = self._scalar(10)
-        value = self.mapping[self._at : self._at + size].decode("utf-8")
+        at, size = self._at, self._scalar(10)
+        if self._at + size > len(self.mapping):
+            raise _Damaged(at, f"a string of {size} bytes runs past the end of the file")
+        try:
+            value = self.mapping[self._at : self._at + size].decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _Damaged(self._at + error.start, "a string that is not UTF-8") from None
         self._at += size
         return value
 
@@ -154,8 +188,21 @@ class GGUFFile:
             item_kind, count = self._scalar(4), self._scalar(10)
             return [self._value(item_kind) for _ in range(count)]
         if kind not in _SCALARS:
-            raise ValueError(f"unknown GGUF value type {kind} at byte {self._at}")
+            raise _Damaged(self._at, f"a value of unknown type {kind}")
         return self._scalar(kind)
+
+
+class _Damaged(Exception):
+    """A header field that cannot be read: where, and why (GGUFFile names the file)."""
+
+    def __init__(self, at: int, reason: str):
+        super().__init__(at, reason)
+        self.at, self.reason = at, reason
+
+
+def _file_size(file) -> int:
+    file.seek(0, 2)
+    return file.tell()
 
 
 def dequantise(tensor, mapping: mmap.mmap | None = None) -> np.ndarray:
