@@ -333,6 +333,11 @@ def read_book(config: Path, toc: Path, pyproject: Path) -> dict:
     settings = yaml.safe_load(config.read_text(encoding="utf-8"))
     contents = yaml.safe_load(toc.read_text(encoding="utf-8"))
     version = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    for key in ("title", "author"):
+        if not (settings or {}).get(key):
+            sys.exit(f"{config} has no {key}: the PDF's title page prints it; add `{key}: ...`")
+    if not (contents or {}).get("root"):
+        sys.exit(f"{toc} names no root document: the PDF's contents follow it; add `root: ...`")
     parts = [
         (part["caption"], [chapter["file"] for chapter in part.get("chapters", [])])
         for part in contents.get("parts", [])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,3 +88,11 @@ def test_the_front_matter_gives_each_entry_its_page_and_link():
         after = markup[markup.index(line) :]
         number = after[after.index('class="toc-page">') + len('class="toc-page">') :]
         assert number.startswith(f"{pages[entry['heading']]}</span>"), (entry, number[:20])
+
+
+def test_a_configuration_without_an_author_is_refused_with_the_fix(tmp_path):
+    printer = load_printer()
+    config = tmp_path / "_config.yml"
+    config.write_text('title: "A book"\n')
+    with pytest.raises(SystemExit, match="has no author: .* add `author: ...`"):
+        printer.read_book(config, REPO / "_toc.yml", REPO / "pyproject.toml")
