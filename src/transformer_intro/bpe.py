@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from importlib import resources
@@ -574,8 +576,12 @@ class BytePairEncoding:
         )
 
     def save(self, path) -> None:
-        """Write the merges, pattern and special tokens as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict()))
+        """Write the merges, pattern and special tokens as JSON.
+
+        The JSON goes to a temporary file beside ``path``, renamed to ``path`` once whole: an
+        interrupted save leaves the previous file as it was.
+        """
+        _write_text_atomically(Path(path), json.dumps(self.to_dict()))
 
     @classmethod
     def load(cls, path) -> BytePairEncoding:
@@ -662,3 +668,25 @@ class BytePairEncoding:
         if len(encoder) != len(token_bytes):
             raise ValueError("encoder.json and vocab.bpe have different numbers of tokens")
         return cls(token_bytes, pattern=GPT2_PATTERN, special_tokens=specials, merges=merges)
+
+
+def _write_text_atomically(path: Path, text: str) -> None:
+    """``text`` (UTF-8) into a new temporary file beside ``path``, then renamed to ``path``.
+
+    Beside it, so that ``os.replace`` is a rename within one file system, which is atomic:
+    ``path`` holds the old file or the whole new one, never a part.
+    """
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            # The permissions open() would give; mkstemp's 0600 is for secrets.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(file.fileno(), 0o666 & ~umask)
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
