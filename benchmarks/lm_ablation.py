@@ -27,7 +27,7 @@ from pathlib import Path
 
 import jax
 from fixed_time import load_average, train_for_seconds  # beside this script
-from report import machine
+from report import machine, write_json
 
 from transformer_intro import LanguageModel, Vocabulary, count_parameters
 from transformer_intro.datasets.shakespeare import load_shakespeare
@@ -157,8 +157,7 @@ def main() -> None:
             continue
         results["runs"].append(row)
         results["load_average_end"] = load_average()
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")  # after every run
+        write_json(args.out, results)  # after every run, atomically
         print(
             f"{name:14s} {row['steps']:5d} steps {row['seconds']:6.1f} s "
             f"{row['nats_per_char']:.3f} nats/char ({row['bits_per_char']:.3f} bits/char)  "

@@ -7,8 +7,11 @@ whole, and no temporary file behind.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import io
+from pathlib import Path
 
+import nbformat
 import pytest
 
 from transformer_intro.bpe import BytePairEncoding
@@ -70,3 +73,57 @@ def test_an_interrupted_save_of_a_tokeniser_leaves_the_previous_file(
     # A save that completes replaces it.
     new.save(path)
     assert BytePairEncoding.load(path) == new
+
+
+def script(name):
+    """A module of scripts/, imported from its file."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def a_notebook_with_a_progress_bar(path):
+    cell = nbformat.v4.new_code_cell("run()")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text=f"\r{i}/3 ✓") for i in range(1, 4)
+    ]
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    return path
+
+
+def test_tidying_writes_what_nbformat_writes_and_an_interrupted_tidy_leaves_the_notebook(
+    tmp_path, fill_disk, monkeypatch
+):
+    tidy = script("tidy_outputs")
+    path = a_notebook_with_a_progress_bar(tmp_path / "chapter.ipynb")
+    before = path.read_bytes()
+    fill_disk()
+    with pytest.raises(OSError, match="No space left"):
+        tidy.tidy_notebook(str(path))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["chapter.ipynb"]
+    # Completed, the file is byte for byte what nbformat.write gives for the tidied notebook.
+    assert tidy.tidy_notebook(str(path))
+    reference = nbformat.read(io.BytesIO(before), as_version=4)
+    reference.cells[0].outputs = [
+        nbformat.from_dict(o)
+        for o in tidy.tidy_outputs([dict(o) for o in reference.cells[0].outputs])
+    ]
+    nbformat.write(reference, tmp_path / "reference.ipynb")
+    assert path.read_bytes() == (tmp_path / "reference.ipynb").read_bytes()
+    assert path.read_bytes() != before  # control: tidying changed it (3 outputs became 1)
+
+
+def test_an_interrupted_picture_leaves_the_committed_one(tmp_path, fill_disk, monkeypatch):
+    write = script("infer_fallbacks")._write_atomically
+    path = tmp_path / "picture.png"
+    write(path, b"\x89PNG the old picture")
+    fill_disk()
+    with pytest.raises(OSError, match="No space left"):
+        write(path, b"\x89PNG the new picture, longer")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"\x89PNG the old picture"
+    assert [p.name for p in tmp_path.iterdir()] == ["picture.png"]
