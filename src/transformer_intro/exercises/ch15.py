@@ -1,4 +1,4 @@
-"""Chapter 15 (a pretrained model): grouped-query heads, Q4_1 blocks, rotary row order."""
+"""Chapter 15 (a pretrained model): grouped-query heads, rotary row order, bits per character."""
 
 from __future__ import annotations
 
@@ -50,60 +50,64 @@ REPEAT_KV_HEADS = Exercise(
 )
 
 
-def _q4_1_block(d, m, codes):
-    scale = np.array([d, m], np.float16).view(np.uint8)
-    packed = (codes[:16] | (codes[16:] << 4)).astype(np.uint8)
-    return np.concatenate([scale, packed])
+def _bits_per_character(log_probs, targets, characters):
+    """The package's figure for one window: its summed loss over the characters spelled."""
+    from ..training.evaluation import TextLoss  # training's layer, imported when first needed
+
+    log_probs, targets = np.asarray(log_probs, np.float64), np.asarray(targets)
+    nats = -log_probs[np.arange(targets.size), targets].sum()
+    spelled = int(np.asarray(characters)[targets].sum())
+    return TextLoss(float(nats), int(targets.size), spelled, 1).bits_per_character
 
 
-def _dequantise(block):
-    import gguf  # the [pretrained] extra, imported when first needed
+def _window(rng, n, v, most):
+    logits = rng.normal(size=(n, v)) * 2
+    log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return (log_probs.astype(np.float32), rng.integers(0, v, n), rng.integers(1, most + 1, v))
 
-    return gguf.quants.dequantize(np.asarray(block, np.uint8), gguf.GGMLQuantizationType.Q4_1)
 
-
-def _q4_cases():
-    rng = np.random.default_rng(29)
+def _bpc_cases():
+    rng = np.random.default_rng(31)
     return [
-        Case("d = 0.01, m = -0.08, random codes",
-             (_q4_1_block(0.01, -0.08, rng.integers(0, 16, 32)),)),
-        Case("d = 0.5, m = 1, codes 0, 1, ..., 15 twice",
-             (_q4_1_block(0.5, 1.0, np.tile(np.arange(16), 2)),)),
-    ]  # fmt: skip
+        Case("N = 6 tokens of |V| = 5, each spelling 1 to 4 characters", _window(rng, 6, 5, 4)),
+        Case("N = 9 tokens of |V| = 12, each spelling 1 to 6 characters", _window(rng, 9, 12, 6)),
+    ]
 
 
-def _parts(block):
-    block = np.asarray(block, np.uint8)
-    d, m = block[:4].view(np.float16).astype(np.float32)
-    return d, m, block[4:] & 15, block[4:] >> 4
+def _parts_of(log_probs, targets, characters):
+    log_probs, targets = np.asarray(log_probs, np.float64), np.asarray(targets)
+    nats = -log_probs[np.arange(targets.size), targets]
+    return nats, np.asarray(characters)[targets]
 
 
-DEQUANTISE_Q4_1 = Exercise(
-    name="dequantise_q4_1",
+BITS_PER_CHARACTER = Exercise(
+    name="bits_per_character",
     chapter=15,
-    title="One Q4_1 block of 20 bytes to its 32 weights",
-    reference=_dequantise,
-    cases=_q4_cases,
-    output="(32,)",
+    title="Bits per character of one window of predictions",
+    reference=_bits_per_character,
+    cases=_bpc_cases,
+    output="a number",
     diagnoses=(
         Diagnosis.like(
-            "interleaved_codes",
-            "the codes are read in byte order (low, high, low, high, ...): the low halves of "
-            "the 16 bytes hold codes 1 to 16, the high halves codes 17 to 32",
-            lambda block: (lambda d, m, lo, hi: d * np.stack([lo, hi], 1).ravel() + m)(
-                *_parts(block)
+            "nats",
+            "this is nats per character: divide the summed -log p by ln 2 to count bits",
+            lambda lp, t, c: (lambda nats, chars: nats.sum() / chars.sum())(*_parts_of(lp, t, c)),
+        ),
+        Diagnosis.like(
+            "per_token",
+            "this is bits per token: divide by the characters the targets spell, not by their "
+            "number",
+            lambda lp, t, c: (lambda nats, chars: nats.sum() / np.log(2) / nats.size)(
+                *_parts_of(lp, t, c)
             ),
         ),
         Diagnosis.like(
-            "high_first",
-            "the high halves come first: the low halves hold codes 1 to 16",
-            lambda block: (lambda d, m, lo, hi: d * np.concatenate([hi, lo]) + m)(*_parts(block)),
-        ),
-        Diagnosis.like(
-            "scale_offset_swapped",
-            "d and m are swapped: the first float16 is the scale d, the second the offset m "
-            "(w = d q + m)",
-            lambda block: (lambda d, m, lo, hi: m * np.concatenate([lo, hi]) + d)(*_parts(block)),
+            "mean_of_ratios",
+            "this averages each token's bits per character: sum the bits of all tokens, then "
+            "divide by all their characters (a long token counts for more)",
+            lambda lp, t, c: (lambda nats, chars: np.mean(nats / chars) / np.log(2))(
+                *_parts_of(lp, t, c)
+            ),
         ),
     ),
 )
@@ -153,4 +157,4 @@ HALF_SPLIT_ROWS = Exercise(
     ),
 )
 
-EXERCISES = [REPEAT_KV_HEADS, DEQUANTISE_Q4_1, HALF_SPLIT_ROWS]
+EXERCISES = [REPEAT_KV_HEADS, HALF_SPLIT_ROWS, BITS_PER_CHARACTER]
