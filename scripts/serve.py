@@ -22,6 +22,7 @@ import http.server
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -191,6 +192,18 @@ class LiveBook:
         )
 
 
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def _interrupt(signum, frame) -> None:
+    """Turn a stop signal into KeyboardInterrupt, once: a second one waits for the first."""
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--html", type=Path, default=HTML_DIR, help="the built book")
@@ -201,6 +214,11 @@ def main(argv=None) -> None:
         live = LiveBook(args.html, book_port=args.port, jupyter_port=args.jupyter_port)
     except OSError as error:
         sys.exit(f"cannot serve the book on {HOST}:{args.port}: {error} (try --port 0)")
+    # A closed terminal (SIGHUP) or `kill` (SIGTERM) would otherwise end this process alone,
+    # leaving the Jupyter server running with its kernel and token: raised as an interruption,
+    # the signal stops both, as Ctrl-C does.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _interrupt)
     print("starting a Jupyter server on 127.0.0.1 for the book's live code ...", flush=True)
     with live:
         print(
@@ -214,7 +232,7 @@ def main(argv=None) -> None:
                 time.sleep(0.5)
             print(f"the Jupyter server stopped (exit code {live.process.returncode})")
         except KeyboardInterrupt:
-            print("\nstopping")
+            print("\nstopping", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,19 @@ the token leaving the address bar) is in tests/browser/test_live.py.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import signal
+import socket
+import subprocess
 import sys
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -112,3 +120,40 @@ def test_served_address_carries_the_token_only_in_the_fragment():
 def test_serving_needs_a_built_book(tmp_path):
     with pytest.raises(FileNotFoundError, match="make book"):
         load_serve().LiveBook(tmp_path)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_stops_both_servers(tmp_path, signum):
+    # A closed terminal (SIGHUP), `kill` or a process manager (SIGTERM) once stopped serve.py
+    # alone: its Jupyter server went on with the kernel and the token. Only Ctrl-C stopped both.
+    (tmp_path / "index.html").write_text("<!doctype html><title>book</title>", encoding="utf8")
+    command = [sys.executable, str(REPO / "scripts" / "serve.py"), "--html", str(tmp_path)]
+    # A session of its own, so that whatever it leaves behind can be found and ended here.
+    serve = subprocess.Popen(
+        [*command, "--port", "0"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        for line in serve.stdout:
+            if "#jupyter=" in line:
+                break
+        else:
+            pytest.fail(f"serve.py exited ({serve.wait()}) before printing its address")
+        jupyter = unquote(line.split("#jupyter=", 1)[1].split("&", 1)[0])
+        port = urllib.parse.urlsplit(jupyter).port
+        assert port_open(port)  # control: Jupyter is up before the signal
+        serve.send_signal(signum)
+        serve.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while port_open(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not port_open(port), f"Jupyter still listens on {port} after {signum.name}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait()
