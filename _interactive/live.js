@@ -16,23 +16,46 @@
   var me = document.currentScript ? document.currentScript.src : "";
   var STATIC = me.replace(/live\.js(\?.*)?$/, "");
 
+  // `make serve`'s Jupyter server listens on this machine only: 127.0.0.0/8, localhost, [::1].
+  // An address elsewhere, from a crafted link, never receives the token.
+  function isLoopbackHost(hostname) {
+    return hostname === "localhost" || hostname === "[::1]" ||
+      /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+  }
+
+  function isLoopbackServer(url) {
+    try {
+      var u = new URL(url);
+      return (u.protocol === "http:" || u.protocol === "https:") && isLoopbackHost(u.hostname);
+    } catch (e) { return false; }
+  }
+
+  var refused = null;  // a non-loopback address from the fragment, named on the button
+
   function readConfig() {
     var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
     var url = params.get("jupyter"), token = params.get("token");
     if (url && token) {
-      try { sessionStorage.setItem(KEY, JSON.stringify({url: url, token: token})); } catch (e) {}
       // keep the token out of the address bar, history and copied links
       history.replaceState(null, "", window.location.pathname + window.location.search);
+      if (!isLoopbackServer(url)) {
+        refused = url;
+        try { sessionStorage.removeItem(KEY); } catch (e) {}
+        return null;
+      }
+      try { sessionStorage.setItem(KEY, JSON.stringify({url: url, token: token})); } catch (e) {}
       return {url: url, token: token};
     }
-    try { return JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (e) { return null; }
+    var stored = null;
+    try { stored = JSON.parse(sessionStorage.getItem(KEY) || "null"); } catch (e) {}
+    return stored && isLoopbackServer(stored.url) ? stored : null;
   }
 
   function isLocal(url) {
     try {
       var u = new URL(url, window.location.href);
       return u.protocol === "data:" || u.protocol === "blob:" || u.origin === window.location.origin ||
-        u.hostname === "127.0.0.1" || u.hostname === "localhost";
+        isLoopbackHost(u.hostname);
     } catch (e) { return false; }
   }
 
@@ -75,6 +98,7 @@
   }
 
   function start(button, config) {
+    guardFetch();  // before the first request, not only before Thebe's
     setText(button, "Connecting to the local server\u2026");
     var base = config.url.replace(/\/?$/, "/");
     fetch(base + "api/status", {headers: {Authorization: "token " + config.token}})
@@ -141,6 +165,11 @@
     button.addEventListener("click", function () {
       if (button.disabled) return;
       var current = readConfig();
+      if (!current && refused) {
+        setText(button, "Refused the server " + refused + ": it is not a loopback address " +
+          "(127.0.0.1, localhost). " + HOWTO, true);
+        return;
+      }
       if (!current || window.location.protocol === "file:") {
         setText(button, HOWTO, true);
         return;
