@@ -136,9 +136,11 @@ browser-checks:
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
 
 # The PDF edition: Sphinx's single-page build, printed by the headless Chromium the browser tests
-# use, offline, with each chapter's exercise solutions moved to its end (scripts/print_pdf.py). The
-# script checks the PDF (pages, every chapter's title, no unresolved reference, every figure's
-# image) before it moves it into place. Without Chromium it is skipped, except under CI.
+# use, offline, with a title page, a contents page with page numbers and an outline, and each
+# chapter's exercise solutions moved to its end (scripts/print_pdf.py). The script checks the PDF
+# (pages, every chapter's title, no unresolved reference, every figure's image, the title page,
+# the contents' page numbers, the outline, the footers) before it moves it into place. Without
+# Chromium it is skipped, except under CI.
 pdf: $(STAMP)
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
 		$(BIN)/jupyter-book build . --builder singlehtml -W -n --keep-going && \
