@@ -71,7 +71,12 @@ def write_json(path: str | os.PathLike, result: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
+        try:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        except BaseException:  # a result that cannot be written leaves no half file behind
+            f.close()
+            os.remove(f.name)
+            raise
     os.replace(f.name, path)
     return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import io
+import json
 from pathlib import Path
 
 import nbformat
@@ -127,3 +128,19 @@ def test_an_interrupted_picture_leaves_the_committed_one(tmp_path, fill_disk, mo
     monkeypatch.undo()
     assert path.read_bytes() == b"\x89PNG the old picture"
     assert [p.name for p in tmp_path.iterdir()] == ["picture.png"]
+
+
+def test_a_result_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
+    """benchmarks/report.py's write_json: JSON that fails midway leaves the old file, no .tmp."""
+
+    spec = importlib.util.spec_from_file_location(
+        "report", Path(__file__).resolve().parents[1] / "benchmarks" / "report.py"
+    )
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    path = tmp_path / "result.json"
+    report.write_json(path, {"a": 1})
+    with pytest.raises(TypeError):
+        report.write_json(path, {"a": 1, "b": object()})  # not JSON: fails after "a" is written
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
