@@ -26,13 +26,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..datasets.shakespeare import VALIDATION_PLAYS, load_play
+from ..xla_flags import optimised_jit
 
 __all__ = [
     "HELD_OUT_CHARACTERS_PER_PLAY",
@@ -200,7 +200,7 @@ def language_model_logits(model, inputs: Int[Array, "B N"]) -> Float[Array, "B N
     return model.batched(inputs)
 
 
-@eqx.filter_jit
+@optimised_jit  # an evaluation over a long text: worth XLA's full optimisation
 def _scored_nats(model, inputs, targets, scored, logits_of):
     log_p = jax.nn.log_softmax(logits_of(model, inputs).astype(jnp.float32), axis=-1)
     nats = -jnp.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
