@@ -71,17 +71,6 @@ def _sum_accumulated(loss, params, batch, micro_batches):
     return total
 
 
-def _q4_interleaved(block):
-    d, m = block[:4].view(np.float16).astype(np.float32)
-    codes = np.stack([block[4:] & 15, block[4:] >> 4], axis=1).ravel()
-    return d * codes + m
-
-
-def _q4_swapped(block):
-    m, d = block[:4].view(np.float16).astype(np.float32)
-    return d * np.concatenate([block[4:] & 15, block[4:] >> 4]) + m
-
-
 def _permute_back(weight, num_heads):
     rows, D = weight.shape
     K = rows // num_heads
@@ -616,13 +605,19 @@ MISTAKES = {
         (lambda kv, h: jnp.concatenate([kv] * (h // kv.shape[0])), "tiled"),
         (lambda kv, h: kv, "no_repeat"),
     ],
-    "dequantise_q4_1": [
-        (_q4_interleaved, "interleaved_codes"),
-        (_q4_swapped, "scale_offset_swapped"),
-    ],
     "half_split_rows": [
         (_permute_back, "wrong_direction"),
         (_whole_matrix, "whole_matrix"),
+    ],
+    "bits_per_character": [
+        (
+            lambda lp, t, c: -lp[np.arange(len(t)), t].sum() / c[t].sum(),
+            "nats",
+        ),
+        (
+            lambda lp, t, c: -lp[np.arange(len(t)), t].sum() / np.log(2) / len(t),
+            "per_token",
+        ),
     ],
     "dequantise_q8_0": [
         (

@@ -31,7 +31,7 @@ __all__ = [
     "mean_over_devices", "split_for_devices", "accumulated_gradient",
     "count_pairs", "merge_pair", "most_frequent_pair",
     "rms_norm", "swiglu", "rotate_pairs_by_hand",
-    "repeat_kv_heads", "dequantise_q4_1", "half_split_rows",
+    "repeat_kv_heads", "half_split_rows", "bits_per_character",
 ]
 # fmt: on
 
@@ -750,21 +750,6 @@ def repeat_kv_heads(kv, num_heads):
     return jnp.repeat(kv, num_heads // kv.shape[0], axis=0)
 
 
-def dequantise_q4_1(block):
-    """The 32 weights w = d q + m of one Q4_1 block of 20 bytes.
-
-    Args:
-        block: 20 bytes (uint8): d and m (float16 each), 16 bytes of codes.
-
-    Returns:
-        (32,) float32.
-    """
-    d, m = block[:4].view(np.float16).astype(np.float32)
-    low, high = block[4:] & 15, block[4:] >> 4
-    codes = np.concatenate([low, high])  # codes 1-16, then 17-32
-    return d * codes + m
-
-
 def half_split_rows(weight, num_heads):
     """Rows of a GGUF U_q or U_k put back in the half-split order.
 
@@ -783,6 +768,21 @@ def half_split_rows(weight, num_heads):
     half = np.empty_like(per_head)
     half[:, p] = per_head
     return half.reshape(rows, D)
+
+
+def bits_per_character(log_probs, targets, characters):
+    """Bits per character of one window of predictions.
+
+    Args:
+        log_probs: (N, |V|) log-probabilities of the N predictions.
+        targets: (N,) the token ids that came next.
+        characters: (|V|,) the characters each id spells.
+
+    Returns:
+        The summed -log p in bits, over the characters spelled.
+    """
+    nats = -log_probs[np.arange(len(targets)), targets].sum()
+    return nats / np.log(2) / characters[targets].sum()
 
 
 # Chapter 16
