@@ -9,7 +9,12 @@ unchanged recipe still replays.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -220,7 +225,8 @@ def test_extra_is_compared_and_a_variant_is_never_saved_over_the_saved_run(
 def test_claim_asserts_on_the_saved_run_and_reports_on_a_variant(task, saved, capsys):
     path, _, _ = saved
     replayed = fit_or_replay(start(), task, RECIPE, path, replay_steps=4)
-    assert replayed.claim(True, "the loss falls")
+    replayed.claim(True, "the loss falls")
+    assert capsys.readouterr().out.endswith("loaded its 12 steps\n")  # nothing printed
     with pytest.raises(AssertionError, match="the saved run should show this.*the loss falls"):
         replayed.claim(False, "the loss falls")
     capsys.readouterr()
@@ -233,7 +239,7 @@ def test_claim_asserts_on_the_saved_run_and_reports_on_a_variant(task, saved, ca
         progress=False,
     )
     capsys.readouterr()
-    assert variant.claim(False, "the loss falls") is False
+    variant.claim(False, "the loss falls")
     assert capsys.readouterr().out == "your run: the loss falls: no\n"
 
 
@@ -244,3 +250,170 @@ def test_run_diverged_names_the_fix(task, saved):
     message = str(raised.value)
     assert "this is not the saved run" in message and "fit_or_replay" in message
     assert "trains any variant" in message
+
+
+# -- the chapters, with a changed recipe -------------------------------------------------------
+
+BOOK = ROOT / "book"
+
+
+def code_cells(chapter: str) -> list[str]:
+    """The chapter's code cells before its exercises (their solutions are exercises only)."""
+    notebook = json.loads((BOOK / f"{chapter}.ipynb").read_text())
+    cells = []
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and source.startswith("## Exercises"):
+            break
+        if cell["cell_type"] == "code":
+            cells.append(source)
+    return cells
+
+
+def substituted(cells: list[str], old: str, new: str) -> tuple[list[str], int]:
+    """The cells with the one line that starts with ``old`` replaced by ``new``, and the index of
+    its cell."""
+    found = [
+        (i, n)
+        for i, source in enumerate(cells)
+        for n, line in enumerate(source.splitlines())
+        if line.startswith(old)
+    ]
+    assert len(found) == 1, f"{len(found)} lines of the code cells start with {old!r}, not one"
+    i, n = found[0]
+    lines = cells[i].splitlines()
+    lines[n] = new
+    return [*cells[:i], "\n".join(lines), *cells[i + 1 :]], i
+
+
+# Run in a process of its own: a chapter's first cell sets XLA's flags, which must come before
+# JAX's first computation, and its figures and state must not leak into the other tests.
+RUNNER = """
+import contextlib, io, json, sys, time, traceback
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+cells, out = json.loads(open(sys.argv[1]).read()), sys.argv[2]
+namespace, printed, seconds = {"__name__": "__main__"}, [], []
+for i, source in enumerate(cells):
+    buffer, tic = io.StringIO(), time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            exec(compile(source, f"<code cell {i}>", "exec"), namespace)
+    except BaseException:
+        printed.append(buffer.getvalue())
+        with open(out, "w") as f:
+            json.dump({"printed": printed, "failed": i, "error": traceback.format_exc()}, f)
+        raise SystemExit(1)
+    finally:
+        plt.close("all")
+    printed.append(buffer.getvalue())
+    seconds.append(round(time.perf_counter() - tic, 1))
+with open(out, "w") as f:
+    json.dump({"printed": printed, "seconds": seconds}, f)
+"""
+
+
+def book_copy(tmp_path: Path) -> Path:
+    """A folder laid out as the book's, with a copy of its checkpoints (as `make nbval` runs a
+    chapter): a cell that saves a checkpoint writes the copy, never the committed file."""
+    book = tmp_path / "book"
+    shutil.copytree(BOOK / "checkpoints", book / "checkpoints", symlinks=True)
+    for folder in ("benchmarks", "scripts"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    return book
+
+
+def run_cells(cells: list[str], tmp_path: Path) -> list[str]:
+    """Execute the cells in one fresh process, in a copy of the book's folder; each cell's
+    printed text."""
+    source, out = tmp_path / "cells.json", tmp_path / "printed.json"
+    source.write_text(json.dumps(cells))
+    environment = {**os.environ, "TQDM_DISABLE": "1", "MPLBACKEND": "Agg"}
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(source), str(out)],
+        cwd=book_copy(tmp_path),
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    result = json.loads(out.read_text()) if out.exists() else {}
+    if done.returncode or "failed" in result:
+        i = result.get("failed")
+        shown = cells[i] if i is not None else ""
+        raise AssertionError(
+            f"code cell {i} failed:\n{shown}\n{result.get('error', done.stderr[-4000:])}"
+        )
+    print("seconds per code cell:", result["seconds"])  # shown when a test fails or with -s
+    return result["printed"]
+
+
+def run_chapter_with(chapter, old, new, control, tmp_path):
+    """Run the chapter's code cells with the line ``old`` changed to ``new``, then the training
+    cell once more with the saved recipe (and ``control``, a shorter replay), in one process.
+
+    Returns each cell's printed text, the training cell's index and what its second run printed.
+    """
+    original = code_cells(chapter)
+    cells, training = substituted(original, old, new)
+    again, _ = substituted(original[training : training + 1], *control)
+    printed = run_cells([*cells, *again], tmp_path)
+    # the variant was not saved over the saved runs
+    for saved in (BOOK / "checkpoints").glob("*.eqx"):
+        copy = tmp_path / "book" / "checkpoints" / saved.name
+        if not saved.is_symlink():
+            assert copy.read_bytes() == saved.read_bytes(), f"{saved.name} was written"
+    return printed[:-1], training, printed[-1]
+
+
+def test_chapter_8_trains_a_changed_recipe_and_every_later_cell_shows_it(tmp_path):
+    printed, training, replayed = run_chapter_with(
+        "08_vision_transformer",
+        "recipe = VIT_RECIPE  # change it",
+        "recipe = VIT_RECIPE.replace(steps=50, warmup_steps=10, learning_rate=0.004)",
+        (
+            "K = 500  #",
+            "K = 25",
+        ),
+        tmp_path,
+    )
+    said = printed[training]
+    assert said.startswith(
+        "steps 9370 -> 50, learning_rate 0.002 -> 0.004, warmup_steps 300 -> 10: "
+        "training your variant here, about"
+    ), said
+    later = "".join(printed[training + 1 :])
+    # the later cells print the variant's figures, not the saved run's
+    assert "after 50 steps" in later and "your run's training time" in later
+    assert "98.81%" not in later
+    assert "your run: it ends above the reference's 95.7%: no" in later
+    # the control: the unchanged recipe replays the saved run, and says no "variant"
+    assert replayed.startswith("steps 1-25 retrace the saved run"), replayed
+    assert "variant" not in replayed
+
+
+def test_chapter_9_trains_a_changed_recipe_and_every_later_cell_shows_it(tmp_path):
+    printed, training, replayed = run_chapter_with(
+        "09_language_model",
+        "recipe = SHAKESPEARE_RECIPE  # change it",
+        "recipe = SHAKESPEARE_RECIPE.replace(steps=75, warmup_steps=10, learning_rate=0.004)",
+        (
+            "K = 50  #",
+            "K = 50",
+        ),
+        tmp_path,
+    )
+    said = printed[training]
+    assert (
+        "steps 1000 -> 75, learning_rate 0.002 -> 0.004, warmup_steps 100 -> 10: "
+        "training your variant here, about"
+    ) in said, said
+    later = "".join(printed[training + 1 :])
+    # the later cells print the variant's figures, not the saved run's
+    assert "step   75: validation loss" in later and "your run took" in later
+    assert "step 1000" not in later and "after 75 steps" in later
+    assert "your run: still falling at the last evaluation: yes" in later
+    # the control: the unchanged recipe replays the saved run, and says no "variant"
+    assert "steps 1-50 retrace the saved run" in replayed, replayed
+    assert "variant" not in replayed
