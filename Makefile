@@ -47,7 +47,7 @@ XDIST      := -n 2 --dist loadfile --no-loadscope-reorder
 # process holds, spins (transformers' 30 greedy tokens beside a busy process: 18 to 53 s with two
 # threads, 2.3 s with one).
 unit nbval unit-and-nbval: export OMP_NUM_THREADS := 1
-UNIT_FIRST := tests/test_pretrained.py tests/test_parallel.py tests/test_vit_and_training.py \
+UNIT_FIRST := tests/test_experiments.py tests/test_pretrained.py tests/test_parallel.py tests/test_vit_and_training.py \
 	tests/test_modern.py tests/test_language_model.py tests/test_training.py
 UNIT_FILES := $(UNIT_FIRST) $(filter-out $(UNIT_FIRST),$(wildcard tests/test_*.py tests/*/test_*.py))
 NB_FIRST   := book/08_vision_transformer.ipynb book/09_language_model.ipynb \
@@ -93,7 +93,7 @@ nbval: $(STAMP)
 # `make test` runs the unit tests and the notebooks in one pytest session: its two processes take
 # files, test modules and notebooks alike, longest first (ALL_FIRST, from the durations `make
 # test` prints), so that neither waits idle at the end of one half for the other's longest file.
-ALL_FIRST := book/12_parallel_training.ipynb book/09_language_model.ipynb \
+ALL_FIRST := tests/test_experiments.py book/12_parallel_training.ipynb book/09_language_model.ipynb \
 	book/08_vision_transformer.ipynb tests/test_pretrained.py book/10_encoder_decoder.ipynb \
 	book/15_pretrained_model.ipynb book/14_modern_transformer.ipynb book/13_subword_tokens.ipynb \
 	book/16_quantisation_and_adapters.ipynb book/11_relations.ipynb
