@@ -453,7 +453,3 @@ def close(a, b, rtol: float = 1e-5, atol: float = 1e-5) -> bool:
     """Whether two outputs agree within the exercises' tolerance."""
     return difference(a, b, rtol, atol) is None
 
-
-def isclose_scalar(a, b, rel: float = 1e-5) -> bool:
-    """Whether two numbers agree to a relative tolerance."""
-    return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=rel)
