@@ -17,7 +17,6 @@ result through its ``repr``, a script prints it.
 
 from __future__ import annotations
 
-import math
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
