@@ -49,6 +49,7 @@ LAYERS = {
     "training": 5,  # one loop for any model and task; the task is duck-typed, never imported
     "tasks": 6,  # the chapters' tasks, and their recipes (training's Recipe)
     "export": 6,  # trained models' weights for the book's pages: reads checkpoints
+    "interpretability": 6,  # ablation, patching, the logit lens, probes: on the models
     "demos": 7,  # command-line demonstrations: a model, a task and training together
     "exercises": 7,  # the chapters' checked exercises: references from every layer below
 }  # fmt: skip
