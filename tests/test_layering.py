@@ -33,6 +33,7 @@ BUILDING_BLOCKS = (
     "positions",
     "mlp",
     "attention",  # QK-norm is a normalisation; rotary positions
+    "flash_attention",  # attention in tiles: the online softmax and its backward pass
     "bpe",
     "tokenisers",  # re-exports bpe
     "datasets",  # the dates' vocabulary is a tokeniser's Vocabulary
