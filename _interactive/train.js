@@ -570,6 +570,28 @@
         session.tokens += B * N;
         return loss;
       };
+      /* The same step cut into parts of one window each (the gradient of the mean is the mean of
+       * the windows' gradients, each weighted 1/B), so that a page without a worker can train
+       * between frames. Returns the batch's loss when the step is done, null before. */
+      let pending = null, done = 0, partLoss = 0;
+      session.trainPart = () => {
+        if (!pending) {
+          pending = session.batch();
+          done = 0; partLoss = 0; grad.fill(0);
+          if (session.recorded.length < session.record) session.recorded.push(Array.from(pending));
+        }
+        partLoss += model.lossAndGradient(p, pending.subarray(done * (N + 1), (done + 1) * (N + 1)), 1, N, grad, 1 / B) / B;
+        done += 1;
+        if (done < B) return null;
+        optimiser.step(p, grad);
+        pending = null;
+        session.step += 1;
+        session.tokens += B * N;
+        return partLoss;
+      };
+      session.record = 0; // how many batches to keep, with the initial weights (for the tests)
+      session.recorded = [];
+      session.initial = Float64Array.from(p);
       session.heldOutLoss = () => model.lossAndGradient(p, evalWindows, evalCount, N, null);
       // n characters after a prompt, sampled at temperature 1 from the page's own random numbers
       session.sample = (prompt, n, sampleSeed) => {
@@ -599,8 +621,83 @@
       return session;
     }
 
+    // ---------------------------------------------------------------------------------------
+    // The driver: runs a session in slices and reports by messages (in a worker or the page)
+    // ---------------------------------------------------------------------------------------
+
+    /* post(message) receives {type: "ready" | "step" | "heldOut" | "sample" | "done" | "dump"};
+     * handle(message) takes {type: "start", text, preset, seed, record} | "pause" | "resume" |
+     * "view" (block, head) | "dump". sliceMs: how long one slice trains before it yields. */
+    function makeDriver(post, sliceMs) {
+      const clock = () => (typeof performance !== "undefined" ? performance.now() : Date.now());
+      let session = null, running = false, trainMs = 0, lastSample = -Infinity, view = { block: 0, head: 0 };
+      let prompt = "\n";
+      const evalEvery = 20, sampleEveryMs = 4000;
+
+      function heldOut() {
+        post({ type: "heldOut", step: session.step, loss: session.heldOutLoss() });
+      }
+      function sample() {
+        lastSample = clock();
+        const m = Math.min(view.block, session.config.num_blocks - 1), h = Math.min(view.head, session.config.num_heads - 1);
+        post({ type: "sample", step: session.step, prompt, text: session.sample(prompt, 80, session.step + 1),
+          attention: session.attention(m, h, 32), block: m, head: h });
+      }
+      function loop() {
+        if (!running) return;
+        const begin = clock();
+        while (running && clock() - begin < sliceMs && session.step < session.recipe.steps) {
+          const t = clock(), loss = session.trainPart();
+          trainMs += clock() - t;
+          if (loss === null) continue;
+          post({ type: "step", step: session.step, loss, tokens: session.tokens, seconds: trainMs / 1000 });
+          if (session.step % evalEvery === 0) heldOut();
+        }
+        if (clock() - lastSample > sampleEveryMs) sample();
+        if (session.step >= session.recipe.steps) {
+          running = false;
+          heldOut(); sample();
+          post({ type: "done", step: session.step });
+          return;
+        }
+        setTimeout(loop, 0);
+      }
+      function handle(message) {
+        if (message.type === "start") {
+          session = makeSession(message.text, message.preset, message.seed);
+          session.record = message.record || 0;
+          trainMs = 0; lastSample = -Infinity;
+          const speaker = message.text.slice(Math.floor(message.text.length * 0.9)).match(/\n([A-Z][A-Z ]+\.\n)/);
+          prompt = speaker ? speaker[1] : "\n";
+          post({ type: "ready", parameters: session.p.length, symbols: session.symbols.length,
+            config: session.config, steps: session.recipe.steps });
+          heldOut();
+          running = true;
+          setTimeout(loop, 0);
+        } else if (message.type === "pause") {
+          running = false;
+        } else if (message.type === "resume" && session && !running && session.step < session.recipe.steps) {
+          running = true;
+          setTimeout(loop, 0);
+        } else if (message.type === "view") {
+          view = { block: message.block, head: message.head };
+          if (session && !running) sample();
+        } else if (message.type === "dump" && session) {
+          post({ type: "dump", config: session.config, recipe: session.recipe, step: session.step,
+            initial: Array.from(session.initial), windows: session.recorded });
+        }
+      }
+      return { handle };
+    }
+
+    // In a worker: messages in, messages out.
+    function workerMain(scope) {
+      const driver = makeDriver((m) => scope.postMessage(m), 200);
+      scope.onmessage = (e) => driver.handle(e.data);
+    }
+
     return { faults, layout, generator, initialParameters, makeModel, learningRate, makeOptimiser, makeSession,
-      matmulABt, matmulAB, matmulAtB };
+      makeDriver, workerMain, matmulABt, matmulAB, matmulAtB };
   }
 
   if (typeof module !== "undefined" && module.exports) { // Node: the maths alone (the tests)
@@ -608,5 +705,248 @@
     return;
   }
   if (typeof window === "undefined") return;
-  window.bookTrain = Object.assign(bookTrainCore(), { bookTrainCore });
+  const core = bookTrainCore();
+  const script = document.currentScript;
+  const BASE = script && script.src ? script.src.replace(/[^/]*$/, "") : "_static/";
+  document.documentElement.classList.add("book-train-js");
+
+  // ---------------------------------------------------------------------------------------------
+  // The widget
+  // ---------------------------------------------------------------------------------------------
+
+  // Chapter 9's recipe (tasks.SHAKESPEARE_RECIPE: AdamW, b2 = 0.99, weight decay 0.1 on the
+  // matrices, clipping at 1, warm-up then cosine to 1e-4) with fewer windows per step.
+  const recipe = (steps) => ({ steps, batch_size: 16, learning_rate: 2e-3, warmup_steps: 50,
+    final_learning_rate: 1e-4, weight_decay: 0.1, decay: "matrices", b1: 0.9, b2: 0.99, clip_norm: 1.0 });
+  const PRESETS = {
+    small: { label: "small: D = 32, 1 block", config: { window: 64, dim: 32, num_heads: 4, num_blocks: 1, mlp_hidden_dim: 128 }, recipe: recipe(2000) },
+    medium: { label: "medium: D = 48, 2 blocks", config: { window: 64, dim: 48, num_heads: 4, num_blocks: 2, mlp_hidden_dim: 192 }, recipe: recipe(1500) },
+    large: { label: "large: D = 64, 2 blocks", config: { window: 64, dim: 64, num_heads: 4, num_blocks: 2, mlp_hidden_dim: 256 }, recipe: recipe(1000) },
+  };
+  const PLAYS = { hamlet: "Hamlet", romeo_and_juliet: "Romeo and Juliet", sonnets: "The Sonnets" };
+
+  const style = document.createElement("style");
+  style.textContent = [
+    ".book-train { border: 1px solid #ccc; border-radius: 6px; padding: 0.6em; margin: 1em 0; }",
+    ".book-train .bt-row { display: flex; flex-wrap: wrap; gap: 0.8em; align-items: flex-start; margin: 0.3em 0; }",
+    ".book-train canvas { border: 1px solid #ddd; max-width: 100%; }",
+    ".book-train .bt-sample { white-space: pre-wrap; font-family: monospace; min-height: 4.5em; background: #f7f7f7; padding: 0.4em; flex: 1 1 100%; }",
+    ".book-train .bt-caption { font-size: 0.85em; color: #555; }",
+    "@media screen { html.book-train-js .book-train-static { display: none; } }",
+    "@media print { .book-train { display: none; } }",
+  ].join("\n");
+  document.head.appendChild(style);
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (k === "text") node.textContent = v; else node.setAttribute(k, v);
+    }
+    children.forEach((c) => node.appendChild(typeof c === "string" ? document.createTextNode(c) : c));
+    return node;
+  }
+
+  function select(label, options, value) {
+    const s = el("select", { "aria-label": label });
+    Object.entries(options).forEach(([v, text]) => s.appendChild(el("option", { value: v, text })));
+    s.value = value;
+    return s;
+  }
+
+  const playsLoading = {};
+  async function loadPlay(name) {
+    window.bookTrainPlays = window.bookTrainPlays || {};
+    if (!window.bookTrainPlays[name]) {
+      playsLoading[name] = playsLoading[name] || new Promise((resolve, reject) => {
+        const tag = document.createElement("script");
+        tag.src = BASE + "plays/" + name + ".js";
+        tag.onload = resolve;
+        tag.onerror = () => reject(new Error("could not load " + tag.src));
+        document.head.appendChild(tag);
+      });
+      await playsLoading[name];
+    }
+    const payload = window.bookTrainPlays[name];
+    const binary = atob(payload.data), bytes = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new TextDecoder().decode(await new Response(stream).arrayBuffer());
+  }
+
+  /* The trainer in a Web Worker whose program is this file's bookTrainCore (a Blob URL, which
+   * file:// allows); where no worker starts, the same driver in the page, in slices of 25 ms. */
+  function startDriver(onMessage) {
+    try {
+      const source = '"use strict";\nconst core = (' + bookTrainCore.toString() + ")();\ncore.workerMain(self);\n";
+      const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+      const worker = new Worker(url);
+      worker.onmessage = (e) => onMessage(e.data);
+      return { mode: "worker", send: (m) => worker.postMessage(m), stop: () => { worker.terminate(); URL.revokeObjectURL(url); } };
+    } catch (e) {
+      let stopped = false;
+      const driver = core.makeDriver((m) => { if (!stopped) onMessage(m); }, 25);
+      return { mode: "page", send: (m) => driver.handle(m), stop: () => { stopped = true; driver.handle({ type: "pause" }); } };
+    }
+  }
+
+  function drawLosses(canvas, state) {
+    const ctx = canvas.getContext("2d"), W = canvas.width, Hh = canvas.height;
+    const left = 44, bottom = 26, top = 8, right = 8;
+    const steps = state.steps || 1, lo = 1.0, hi = 4.6;
+    const X = (t) => left + (W - left - right) * t / steps;
+    const Y = (v) => top + (Hh - top - bottom) * (hi - Math.max(lo, Math.min(hi, v))) / (hi - lo);
+    ctx.clearRect(0, 0, W, Hh);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, Hh);
+    ctx.strokeStyle = "#999"; ctx.fillStyle = "#333"; ctx.font = "11px sans-serif"; ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(left, top); ctx.lineTo(left, Hh - bottom); ctx.lineTo(W - right, Hh - bottom); ctx.stroke();
+    for (let v = 1; v <= 4; v++) { ctx.fillText(v.toFixed(0), left - 14, Y(v) + 4); }
+    ctx.fillText("nats/char", 2, top + 10);
+    ctx.fillText("step " + steps, W - right - 52, Hh - 8);
+    ctx.fillText("0", left, Hh - 8);
+    if (state.chance) { // the uniform guess over the play's symbols
+      ctx.setLineDash([4, 4]); ctx.beginPath(); ctx.moveTo(left, Y(state.chance)); ctx.lineTo(W - right, Y(state.chance)); ctx.stroke(); ctx.setLineDash([]);
+    }
+    const line = (points, colour, width) => {
+      ctx.strokeStyle = colour; ctx.lineWidth = width; ctx.beginPath();
+      points.forEach(([t, v], i) => (i ? ctx.lineTo(X(t), Y(v)) : ctx.moveTo(X(t), Y(v))));
+      ctx.stroke();
+    };
+    line(state.train, "rgba(31, 119, 180, 0.35)", 1);
+    // a mean over the last 20 steps, easier to read than single batches
+    const mean = state.train.map(([t], i) => {
+      const from = Math.max(0, i - 19), part = state.train.slice(from, i + 1);
+      return [t, part.reduce((a, [, v]) => a + v, 0) / part.length];
+    });
+    line(mean, "#1f77b4", 2);
+    line(state.heldOut, "#d62728", 2);
+    ctx.fillStyle = "#1f77b4"; ctx.fillText("training (mean of 20 steps)", W - right - 230, top + 12);
+    ctx.fillStyle = "#d62728"; ctx.fillText("held out", W - right - 60, top + 12);
+  }
+
+  function drawAttention(canvas, attention) {
+    const ctx = canvas.getContext("2d"), L = attention.size, cell = Math.floor(canvas.width / L);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, canvas.width, canvas.height);
+    for (let n = 0; n < L; n++) {
+      let max = 0;
+      for (let m = 0; m <= n; m++) max = Math.max(max, attention.weights[n * L + m]);
+      for (let m = 0; m < L; m++) {
+        const a = attention.weights[n * L + m];
+        ctx.fillStyle = m > n ? "#eee" : "rgba(220, 80, 20, " + (max ? a / max : 0).toFixed(3) + ")";
+        ctx.fillRect(m * cell, n * cell, cell - 1, cell - 1);
+      }
+    }
+  }
+
+  const widgets = [];
+
+  function widget(root) {
+    const size = select("model size", Object.fromEntries(Object.entries(PRESETS).map(([k, v]) => [k, v.label])), "large");
+    const play = select("play", PLAYS, "hamlet");
+    const seed = el("input", { type: "number", min: 0, value: 1, "aria-label": "seed", style: "width: 5em" });
+    const train = el("button", { type: "button", class: "bt-train", text: "Train" });
+    const pause = el("button", { type: "button", class: "bt-pause", text: "Pause", disabled: "" });
+    const reset = el("button", { type: "button", class: "bt-reset", text: "Reset", disabled: "" });
+    const status = el("span", { class: "bt-status", role: "status", text: "Press Train: the page builds the model and learns from the play (about 0.1-0.2 MB of text, loaded now)." });
+    const plot = el("canvas", { width: 520, height: 240, class: "bt-plot", "aria-label": "training and held-out loss" });
+    const heat = el("canvas", { width: 256, height: 256, class: "bt-attention", "aria-label": "one head's attention" });
+    const blockSel = select("block", { 0: "block 1", 1: "block 2" }, "0");
+    const headSel = select("head", { 0: "head 1", 1: "head 2", 2: "head 3", 3: "head 4" }, "0");
+    const attentionText = el("div", { class: "bt-caption" });
+    const sample = el("div", { class: "bt-sample", "aria-live": "off" });
+    root.textContent = "";
+    root.appendChild(el("div", { class: "bt-row" }, "model ", size, " play ", play, " seed ", seed, train, pause, reset));
+    root.appendChild(el("div", { class: "bt-row" }, status));
+    root.appendChild(el("div", { class: "bt-row" },
+      el("div", {}, el("div", { class: "bt-caption", text: "loss per character: training batches (blue), held-out tenth of the play (red), uniform guess (dashed)" }), plot),
+      el("div", {}, el("div", { class: "bt-caption", text: "attention A[n', n] on held-out text: row n reads column n'" }), blockSel, headSel, heat, attentionText)));
+    root.appendChild(el("div", { class: "bt-caption", text: "a sample (temperature 1) every few seconds:" }));
+    root.appendChild(el("div", { class: "bt-row" }, sample));
+
+    const state = { train: [], heldOut: [], steps: 0, chance: 0, driver: null, running: false, messages: [] };
+    widgets.push(state);
+    const waiting = {};
+
+    function onMessage(m) {
+      if (m.type === "ready") {
+        Object.assign(state, { steps: m.steps, chance: Math.log(m.symbols), parameters: m.parameters, config: m.config });
+      } else if (m.type === "step") {
+        state.train.push([m.step, m.loss]);
+        state.tokens = m.tokens; state.seconds = m.seconds;
+        if (m.step % 5 === 0 || m.step === state.steps) {
+          status.textContent = "step " + m.step + " of " + state.steps + ", " + state.parameters.toLocaleString("en") +
+            " parameters, " + Math.round(m.tokens / Math.max(m.seconds, 1e-3)).toLocaleString("en") + " characters per second (" + state.driver.mode + ")";
+          drawLosses(plot, state);
+        }
+      } else if (m.type === "heldOut") {
+        state.heldOut.push([m.step, m.loss]);
+        drawLosses(plot, state);
+      } else if (m.type === "sample") {
+        sample.textContent = "after step " + m.step + ":\n" + m.prompt + m.text;
+        drawAttention(heat, m.attention);
+        attentionText.textContent = JSON.stringify(m.attention.text);
+        state.lastSample = m;
+      } else if (m.type === "done") {
+        state.running = false;
+        pause.disabled = true;
+        status.textContent += " - done";
+      }
+      if (waiting[m.type]) { waiting[m.type](m); delete waiting[m.type]; }
+    }
+
+    state.request = (type) => new Promise((resolve) => { waiting[type] = resolve; state.driver.send({ type }); });
+
+    async function start(record) {
+      train.disabled = true;
+      [size, play, seed].forEach((c) => (c.disabled = true));
+      status.textContent = "Loading the play...";
+      let text;
+      try { text = await loadPlay(play.value); } catch (e) {
+        status.textContent = "Could not load the play: " + e.message;
+        train.disabled = false;
+        return;
+      }
+      Object.assign(state, { train: [], heldOut: [], running: true });
+      state.driver = startDriver(onMessage);
+      const preset = PRESETS[size.value];
+      blockSel.querySelectorAll("option").forEach((o) => (o.disabled = +o.value >= preset.config.num_blocks));
+      if (+blockSel.value >= preset.config.num_blocks) blockSel.value = "0";
+      state.driver.send({ type: "view", block: +blockSel.value, head: +headSel.value });
+      state.driver.send({ type: "start", text, preset: { config: preset.config, recipe: preset.recipe },
+        seed: Math.max(0, Math.floor(+seed.value || 0)), record: record || 0 });
+      pause.disabled = false; reset.disabled = false; pause.textContent = "Pause";
+    }
+
+    train.addEventListener("click", () => start(state.record));
+    pause.addEventListener("click", () => {
+      if (!state.driver) return;
+      state.running = !state.running;
+      state.driver.send({ type: state.running ? "resume" : "pause" });
+      pause.textContent = state.running ? "Pause" : "Resume";
+    });
+    reset.addEventListener("click", () => {
+      if (state.driver) state.driver.stop();
+      Object.assign(state, { driver: null, running: false, train: [], heldOut: [] });
+      [size, play, seed].forEach((c) => (c.disabled = false));
+      train.disabled = false; pause.disabled = true; reset.disabled = true; pause.textContent = "Pause";
+      sample.textContent = "";
+      status.textContent = "Reset: choose a size, a play and a seed, then press Train.";
+      drawLosses(plot, state);
+    });
+    [blockSel, headSel].forEach((c) => c.addEventListener("change", () => {
+      if (state.driver) state.driver.send({ type: "view", block: +blockSel.value, head: +headSel.value });
+    }));
+    drawLosses(plot, state);
+  }
+
+  function init() {
+    document.querySelectorAll("div.book-train").forEach((root) => {
+      if (root.dataset.ready) return;
+      root.dataset.ready = "1";
+      widget(root);
+    });
+  }
+
+  window.bookTrain = Object.assign(core, { bookTrainCore, PRESETS, PLAYS, widgets, loadPlay, init });
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
 })();
