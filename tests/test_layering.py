@@ -37,6 +37,7 @@ BUILDING_BLOCKS = (
     "bpe",
     "tokenisers",  # re-exports bpe
     "datasets",  # the dates' vocabulary is a tokeniser's Vocabulary
+    "roofline",  # a machine's two roofs measured, and the FLOPs and bytes of a block's parts
     "explore",  # figures: draws arrays it is given, imports nothing of the package
 )
 LAYERS = {
