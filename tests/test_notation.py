@@ -305,3 +305,48 @@ def test_detector_ignores_code() -> None:
     page = "Code may index `A_h[n, m]` and write\n\n```python\nx @ P.T  # XP\n```\n"
     for check in CHECKS:
         assert not drifts(prose_of(page), check), check
+
+
+# ---- chapter 14's own letters (review 2026-12-01, item 6) ------------------------------------
+
+# In chapter 14's maths: r is the adapter's rank, so grouped-query attention's group size is
+# written H / H_kv, not r; Z is the adapter's factor, so what a head gathers has no letter z_{h,n};
+# and a block's input and output are X^(m-1) and X^(m) (chapter 6), not X and X'.
+CHAPTER_14_DRIFTS = re.compile(
+    r"\$[^$]*?(?:"
+    r"(?<![\\\w])r\s*=\s*H"  # r = H / H_kv
+    r"|\\lfloor\s*h\s*/\s*r\b"  # g(h) = floor(h / r)
+    r"|(?<![\\\w])z_\{h"  # z_{h,n}
+    r"|(?<![\\\w])X'"  # X' for a block's output
+    r")[^$]*?\$"
+    r"|factor \$r\$"
+)
+
+
+def chapter_14_drifts(prose: str) -> list[str]:
+    return [m.group(0) for m in CHAPTER_14_DRIFTS.finditer(prose)]
+
+
+def test_chapter_14_gives_r_z_and_primes_their_book_meanings() -> None:
+    found = chapter_14_drifts(page_prose(BOOK / "14_modern_transformer.ipynb"))
+    assert not found, f"chapter 14's maths reuses the preface's letters: {found}"
+
+
+def test_chapter_14_detector_fails_on_the_old_text() -> None:
+    old = [
+        r"with $r = H / H_{kv}$, head $h$ reads group $g(h) = \lfloor h/r \rfloor$,",
+        r"only the cache shrinks, by the factor $r$.",
+        r"Write $z_{h,n} = \sum_{n'} W_h\, \bar{x}_{n'}\, [A_h]_{n',n}$ for what head $h$ gathers",
+        r"Then both branches output zero, $Y = X$ and $X' = Y$, and every block is",
+    ]
+    new = [
+        r"head $h$ reads group $g(h) = \lfloor h H_{kv} / H \rfloor$,",
+        r"only the cache shrinks, by the factor $H / H_{kv}$.",
+        r"$y_n = \sum_h O_h \sum_{n'} W_h\, \bar{x}_{n'}\, [A_h]_{n',n}$",
+        r"$Y^{(m)} = X^{(m-1)}$ and $X^{(m)} = Y^{(m)}$, and $W + \frac{\alpha}{r} Z R$",
+        r"the squared ReLU $\max(0, z)^2$",
+    ]
+    for text in old:
+        assert chapter_14_drifts(prose_of(text)), text
+    for text in new:
+        assert not chapter_14_drifts(prose_of(text)), text
