@@ -52,6 +52,7 @@ LAYERS = {
     "tasks": 6,  # the chapters' tasks, and their recipes (training's Recipe)
     "export": 6,  # trained models' weights for the book's pages: reads checkpoints
     "interpretability": 6,  # ablation, patching, the logit lens, probes: on the models
+    "verifier_tasks": 6,  # tasks that learn from a verifier: GRPO's sampled groups, DPO's pairs
     "demos": 7,  # command-line demonstrations: a model, a task and training together
     "exercises": 7,  # the chapters' checked exercises: references from every layer below
 }  # fmt: skip
