@@ -22,8 +22,9 @@ It also asks chapter 15's three questions before and after (greedy, chat templat
 adaptation changed elsewhere. It prints every figure and writes them to a JSON file (in a
 temporary file, moved into place when complete). With ``--adapter-out`` it saves the trained
 adapter alone (``training.save_adapter``: the factors R and Z and the base model's
-fingerprint), with the run's recipe, history and data in the header's ``extra``, so that
-chapter 16 can load it and train its first steps again.
+fingerprint), with the run's recipe and history (and in ``extra`` the number of training
+pairs and the command), so that chapter 16's ``fit_or_replay`` trains its first steps again
+and loads it, or trains a reader's variant.
 
     python benchmarks/smollm2_dates_lora.py --steps 150 --test-size 200 \\
         --out benchmarks/results/smollm2_dates_lora.json \\
@@ -37,6 +38,7 @@ made from the committed adapter, with ``--omit-times`` on a shared machine.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -50,7 +52,8 @@ from transformer_intro.adapters import LoRALanguageModel, lora_parameter_count
 from transformer_intro.datasets import dates
 from transformer_intro.pretrained import generate_text, load_smollm2
 from transformer_intro.tasks import SupervisedPairs
-from transformer_intro.training import History, Recipe, fit, load_adapter, save_adapter
+from transformer_intro.training import Recipe, fit, load_adapter, save_adapter
+from transformer_intro.training.evaluation import wilson_interval
 
 QUESTIONS = (
     "What is 17 times 23?",
@@ -91,9 +94,23 @@ def window_for(*splits) -> int:
     return -(-(longest - 1) // 8) * 8
 
 
+def with_interval(figures: dict, trials: int) -> dict:
+    """``figures`` with the count of exact matches and their 95% Wilson interval added."""
+    matches = round(figures["exact_match"] * trials)
+    return {
+        **figures,
+        "exact_matches": matches,
+        "exact_match_interval_95": list(wilson_interval(matches, trials)),
+    }
+
+
 def print_figures(when: str, figures: dict) -> None:
     for name, f in figures.items():
-        print(f"{when}, {name}: exact match {f['exact_match']:.3f}, answer loss {f['loss']:.3f}")
+        low, high = f["exact_match_interval_95"]
+        print(
+            f"{when}, {name}: exact match {f['exact_match']:.3f} (95% interval {low:.3f} to "
+            f"{high:.3f}), answer loss {f['loss']:.3f}"
+        )
 
 
 def main() -> None:
@@ -151,7 +168,10 @@ def main() -> None:
     print(f"example: {prompt(train_pairs[0][0])!r} -> {train_pairs[0][1]!r}", flush=True)
 
     def measure(m) -> dict:
-        return {name: task.evaluate(m) for name, task in tasks.items()}
+        return {
+            name: with_interval(task.evaluate(m), len(encoded_tests[name]))
+            for name, task in tasks.items()
+        }
 
     def ask(m) -> list[str]:
         return [generate_text(m, tokeniser, q, 40) for q in QUESTIONS]
@@ -173,10 +193,8 @@ def main() -> None:
             while args.wait_for_adapter and not args.adapter_in.exists():
                 time.sleep(10)  # another process is training it
             adapted, info = load_adapter(args.adapter_in, model)
-            run = info.extra
-            history = History(**run["history"])
-            print(f"read {args.adapter_in}, trained by: {run['command']}", flush=True)
-            return adapted, Recipe.from_json(json.dumps(run["recipe"])), history, None
+            print(f"read {args.adapter_in}, trained by: {info.extra['command']}", flush=True)
+            return adapted, info.recipe, info.history, None
         adapted = LoRALanguageModel(model, args.rank, key=jax.random.PRNGKey(args.seed))
         recipe = Recipe(
             steps=args.steps,
@@ -192,17 +210,16 @@ def main() -> None:
         seconds = time.perf_counter() - started
         print(f"fit: {seconds:.0f} s for {args.steps} steps (compilation included)")
         if args.adapter_out is not None:
-            logged = json.loads(history.to_json())
-            if args.omit_times:
-                del logged["seconds"]
-            run = {
-                "recipe": json.loads(recipe.to_json()),
-                "history": logged,
-                "train_size": args.train_size,
-                "seed": args.seed,
-                "command": command,
-            }
-            save_adapter(args.adapter_out, adapted, extra=run)
+            logged = dataclasses.replace(history, seconds=[]) if args.omit_times else history
+            run = {"train_size": args.train_size, "command": command}
+            save_adapter(
+                args.adapter_out,
+                adapted,
+                recipe=recipe,
+                history=logged,
+                step=recipe.steps,
+                extra=run,
+            )
             print(f"wrote {args.adapter_out}", flush=True)
         return adapted, recipe, history, seconds
 
@@ -213,7 +230,10 @@ def main() -> None:
     answers_before = ask(model)
     seconds_measuring = time.perf_counter() - started
     print_figures("before", before)
-    few_shot = {name: task.evaluate(model) for name, task in few_shot_tasks.items()}
+    few_shot = {
+        name: with_interval(task.evaluate(model), len(few_shot_tests[name]))
+        for name, task in few_shot_tasks.items()
+    }
     print_figures(f"{args.shots}-shot", few_shot)
     if args.adapter_in is not None:  # measured the base model first, while it trains elsewhere
         adapted, recipe, history, seconds_training = train()

@@ -23,15 +23,20 @@ import pytest
 from test_training import digits  # the same learnable toy digits (tests/ is on the path)
 
 from transformer_intro import VisionTransformer, ViTConfig
-from transformer_intro.tasks import ImageClassification
+from transformer_intro.adapters import LoRALanguageModel
+from transformer_intro.models import LanguageModel, LMConfig
+from transformer_intro.tasks import ImageClassification, SupervisedPairs
 from transformer_intro.training import (
+    CheckpointError,
     Recipe,
     Run,
     RunDiverged,
     fit,
     fit_or_replay,
+    load_adapter,
     load_checkpoint,
     retrace,
+    save_adapter,
     save_checkpoint,
 )
 
@@ -240,6 +245,127 @@ def test_run_diverged_names_the_fix(task, saved):
     message = str(raised.value)
     assert "this is not the saved run" in message and "fit_or_replay" in message
     assert "trains any variant" in message
+
+
+# -- a low-rank adapter's run (chapter 16's SmolLM2 adapter, in miniature) ----------------------
+
+TINY_LM = LMConfig(vocab_size=13, window=8, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
+ADAPTER_RECIPE = Recipe(
+    steps=12, batch_size=8, learning_rate=1e-2, warmup_steps=2, weight_decay=0.0, steps_per_call=4
+)
+
+
+def lm_base(seed=0):
+    return LanguageModel(TINY_LM, key=jax.random.PRNGKey(seed))
+
+
+def start_adapter(base, rank=2, alpha=None, seed=0):
+    return LoRALanguageModel(base, rank, alpha=alpha, key=jax.random.PRNGKey(seed))
+
+
+@pytest.fixture(scope="module")
+def pairs_task():
+    """Reverse three symbols: a task the adapters learn from the base's random features."""
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(1, 13, (64, 3))
+    pairs = [(list(p), list(p[::-1])) for p in prompts]
+    return SupervisedPairs(pairs, pairs[:16], window=8, vocab_size=13)
+
+
+@pytest.fixture(scope="module")
+def saved_adapter(pairs_task, tmp_path_factory):
+    """A saved adapter run of ADAPTER_RECIPE on lm_base(), as chapter 16's committed one is."""
+    base = lm_base()
+    lora, history = fit(start_adapter(base), pairs_task, ADAPTER_RECIPE, progress=False)
+    path = tmp_path_factory.mktemp("adapter") / "adapter.eqx"
+    save_adapter(
+        path, lora, recipe=ADAPTER_RECIPE, history=history, step=12, extra={"train_size": 64}
+    )
+    return path, lora, history
+
+
+def test_an_adapter_file_keeps_its_recipe_history_and_step(saved_adapter):
+    path, lora, history = saved_adapter
+    loaded, info = load_adapter(path, lora.base)
+    assert info.recipe == ADAPTER_RECIPE and info.history == history and info.step == 12
+    assert info.extra == {"train_size": 64}
+    assert leaves_equal(loaded.adapters, lora.adapters)
+
+
+def test_an_unchanged_adapter_run_replays_and_loads_the_saved_adapter(
+    pairs_task, saved_adapter, capsys
+):
+    path, lora, history = saved_adapter
+    before = path.read_bytes()
+    run = fit_or_replay(
+        start_adapter(lm_base()),
+        pairs_task,
+        ADAPTER_RECIPE,
+        path,
+        replay_steps=8,
+        extra={"train_size": 64},
+    )
+    assert not run.variant and run.changes == () and run.replayed.step == [4, 8]
+    assert isinstance(run.model, LoRALanguageModel)
+    assert leaves_equal(run.model, lora) and run.history == history
+    assert "steps 1-8 retrace the saved run" in capsys.readouterr().out
+    assert path.read_bytes() == before
+
+
+def test_a_changed_rank_or_scale_is_named_trained_and_saved_as_an_adapter(
+    pairs_task, saved_adapter, tmp_path, capsys
+):
+    path, lora, _ = saved_adapter
+    run = fit_or_replay(
+        start_adapter(lm_base(), rank=4),
+        pairs_task,
+        ADAPTER_RECIPE.replace(steps=8),
+        path,
+        replay_steps=4,
+        save_path=tmp_path / "mine.eqx",
+        progress=False,
+    )
+    assert run.variant and run.changes == ("adapter rank r 2 -> 4", "steps 12 -> 8")
+    assert "adapter rank r 2 -> 4, steps 12 -> 8: training your variant" in capsys.readouterr().out
+    mine, info = load_adapter(tmp_path / "mine.eqx", lora.base)
+    assert info.recipe == ADAPTER_RECIPE.replace(steps=8) and info.history == run.history
+    assert leaves_equal(mine, run.model) and mine.adapters[0]["query"].rank == 4
+    scaled = fit_or_replay(
+        start_adapter(lm_base(), alpha=4.0),
+        pairs_task,
+        ADAPTER_RECIPE.replace(steps=4, warmup_steps=1),
+        path,
+        replay_steps=4,
+        progress=False,
+    )
+    assert scaled.changes[0] == "adapter scale alpha / r 1.0 -> 2.0"
+
+
+def test_an_adapter_on_another_base_or_start_is_trained_as_a_variant(
+    pairs_task, saved_adapter, capsys
+):
+    path, _, history = saved_adapter
+    other_base = fit_or_replay(
+        start_adapter(lm_base(seed=1)), pairs_task, ADAPTER_RECIPE, path, replay_steps=4
+    )
+    assert other_base.variant
+    assert other_base.changes == ("the base model's weights (other ones than the saved run's)",)
+    # Another draw of R: nothing in the header differs, and the replay's first span finds it.
+    other_start = fit_or_replay(
+        start_adapter(lm_base(), seed=1), pairs_task, ADAPTER_RECIPE, path, replay_steps=8
+    )
+    printed = capsys.readouterr().out
+    assert other_start.variant and other_start.changes == ()
+    assert "your starting weights or data differ" in printed
+    assert other_start.history.train_loss != history.train_loss
+
+
+def test_an_adapter_run_is_not_retraced_from_a_whole_model(pairs_task, saved_adapter):
+    path, _, _ = saved_adapter
+    with pytest.raises(CheckpointError, match="holds a low-rank adapter.*LoRALanguageModel"):
+        retrace(lm_base(), pairs_task, path, steps=4, progress=False)
+    run = fit_or_replay(lm_base(), pairs_task, ADAPTER_RECIPE, path, replay_steps=4)
+    assert run.variant and run.changes[0] == "model LoRALanguageModel -> LanguageModel"
 
 
 # -- the chapters, with a changed recipe -------------------------------------------------------

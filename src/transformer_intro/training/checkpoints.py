@@ -233,13 +233,21 @@ def _factors(lora: LoRALanguageModel) -> tuple[dict[str, tuple], ...]:
 
 
 def save_adapter(
-    path: str | os.PathLike, lora: LoRALanguageModel, *, extra: dict[str, Any] | None = None
+    path: str | os.PathLike,
+    lora: LoRALanguageModel,
+    *,
+    recipe: Recipe | None = None,
+    history: History | None = None,
+    step: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write the adapters of ``lora`` alone, R and Z, with the fingerprint of its base model.
 
     The header is :func:`save_checkpoint`'s, describing the base model (its class and
     configuration), plus ``adapter``: the rank r, the scale alpha / r, the adapted projections
-    and :func:`weights_fingerprint` of the base. Written atomically, as a checkpoint is.
+    and :func:`weights_fingerprint` of the base. With the run's ``recipe`` and ``history`` (and
+    ``step``) the adapter's training can be replayed (``retrace``, ``fit_or_replay``), as a
+    whole model's can. Written atomically, as a checkpoint is.
 
     Raises:
         TypeError: if ``lora`` is not a :class:`~transformer_intro.adapters.LoRALanguageModel`.
@@ -264,9 +272,9 @@ def save_adapter(
         "model_class": type(base).__name__,
         "model_config": json.loads(base.config.to_json()),
         "has_opt_state": False,
-        "recipe": None,
-        "history": None,
-        "step": None,
+        "recipe": None if recipe is None else json.loads(recipe.to_json()),
+        "history": None if history is None else json.loads(history.to_json()),
+        "step": step,
         "extra": extra or {},
         "adapter": {
             "rank": adapters[0].rank,
@@ -290,6 +298,8 @@ def load_adapter(
     path: str | os.PathLike, base: eqx.Module
 ) -> tuple[LoRALanguageModel, CheckpointInfo]:
     """Put the adapters saved by :func:`save_adapter` onto ``base``: returns ``(lora, info)``.
+
+    ``info`` holds the recipe, history and step saved with the adapter (None where none were).
 
     Raises:
         FileNotFoundError: if there is no file at ``path``.
@@ -357,7 +367,9 @@ def load_adapter(
         lora,
         [x for block in factors for pair in block.values() for x in pair],
     )
-    info = CheckpointInfo(None, None, None, header["extra"], None, header)
+    recipe = _optional(Recipe, header["recipe"], "recipe", path)
+    history = _optional(History, header["history"], "history", path)
+    info = CheckpointInfo(recipe, history, header["step"], header["extra"], None, header)
     return lora, info
 
 

@@ -27,14 +27,18 @@ import numpy as np
 from tqdm import tqdm  # plain text bar: no widget JavaScript, the same in a terminal and a notebook
 
 from .. import parallel
+from ..adapters import LoRALanguageModel
 from ..xla_flags import optimised_jit
 from .checkpoints import (
     CheckpointError,
     CheckpointInfo,
     check_resumable,
     checkpoint_header,
+    load_adapter,
     load_checkpoint,
+    save_adapter,
     save_checkpoint,
+    weights_fingerprint,
 )
 from .history import History
 from .recipe import Recipe
@@ -268,10 +272,15 @@ def retrace(
     percents, while the same run on another processor differs in the last bits only. The steps
     run with float32 matrix products (``default_matmul_precision("highest")``), also on a GPU.
 
+    A saved low-rank adapter (:func:`~transformer_intro.training.save_adapter`) is retraced the
+    same way: ``model`` is then the starting :class:`~transformer_intro.adapters.LoRALanguageModel`
+    (the frozen base with fresh adapters), and the saved adapters are put back onto its base.
+
     Args:
         model: the starting model of the saved run (built from the same configuration and key).
         task: the saved run's task.
-        checkpoint_path: a checkpoint written with the run's recipe and history.
+        checkpoint_path: a checkpoint, or an adapter file, written with the run's recipe and
+            history.
         steps: how many of its first steps to train; at most the saved run's steps.
         rtol: the largest relative difference allowed between two logged losses.
         callbacks: as :func:`fit`'s, called during the steps trained here.
@@ -287,11 +296,11 @@ def retrace(
         RunDiverged: if a logged loss differs by more than ``rtol`` (the replay stops at the first
             logged span that does), or no logged span is shared.
     """
-    saved_model, info = load_checkpoint(checkpoint_path)
+    saved_model, info = _load_saved_run(checkpoint_path, model)
     if info.recipe is None or info.history is None:
         raise CheckpointError(
             f"{checkpoint_path} holds no recipe or no history: save_checkpoint(..., recipe=, "
-            "history=) writes both, and a run can only be retraced from them"
+            "history=) (or save_adapter) writes both, and a run can only be retraced from them"
         )
     if not 1 <= steps <= info.recipe.steps:
         raise ValueError(
@@ -331,6 +340,18 @@ def retrace(
     if retraced.step[-1] != steps:
         raise RunDiverged(f"the replay of {checkpoint_path} stopped at step {retraced.step[-1]}")
     return saved_model, info, retraced
+
+
+def _load_saved_run(path, model) -> tuple[Any, CheckpointInfo]:
+    """The saved run's model and info: a checkpoint, or an adapter put onto ``model``'s base."""
+    if checkpoint_header(path).header.get("adapter") is None:
+        return load_checkpoint(path)
+    if not isinstance(model, LoRALanguageModel):
+        raise CheckpointError(
+            f"{path} holds a low-rank adapter, and the run's model is a {type(model).__name__}: "
+            "start from LoRALanguageModel(base, rank, key=...) on the base it was trained on"
+        )
+    return load_adapter(path, model.base)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,6 +433,12 @@ def fit_or_replay(
       :func:`fit` trains the run, with a progress bar. The saved checkpoint is left as it is.
     * ``train_all=True``: :func:`fit` trains the run whether or not it differs.
 
+    The saved run may be a low-rank adapter (:func:`~transformer_intro.training.save_adapter`,
+    with its recipe and history): ``model`` is then the starting
+    :class:`~transformer_intro.adapters.LoRALanguageModel`, and its rank, scale alpha / r and
+    adapted projections are compared too, with the base model's configuration and weights
+    (:func:`~transformer_intro.training.weights_fingerprint`). A variant is saved as an adapter.
+
     Args:
         model: the starting model (built from its configuration and key, untrained).
         task: the task to train on.
@@ -447,7 +474,7 @@ def fit_or_replay(
     if saved.recipe is None or saved.history is None:
         raise CheckpointError(
             f"{path} holds no recipe or no history: save_checkpoint(..., recipe=, history=) "
-            "writes both, and a run can only be replayed from them"
+            "(or save_adapter) writes both, and a run can only be replayed from them"
         )
     header, saved_recipe, saved_history = saved.header, saved.recipe, saved.history
     steps = recipe.steps_per_call
@@ -500,20 +527,17 @@ def fit_or_replay(
         model, task, recipe, eval_every=eval_every, callbacks=callbacks, progress=progress
     )
     if save_path is not None:
-        save_checkpoint(
-            save_path,
-            trained,
-            recipe=recipe,
-            history=history,
-            step=history.step[-1],
-            extra=extra,
-        )
+        save = save_adapter if isinstance(trained, LoRALanguageModel) else save_checkpoint
+        save(save_path, trained, recipe=recipe, history=history, step=history.step[-1], extra=extra)
     return Run(trained, history, recipe, variant, message, changes)
 
 
 def _differences(header, saved_recipe: Recipe, model, recipe: Recipe, extra) -> list[str]:
     """``"name old -> new"`` for each difference between a saved run's header and this run."""
     changes = []
+    if header.get("adapter") is not None:
+        adapter_changes, model = _adapter_differences(header, model)
+        changes += adapter_changes
     name = type(model).__name__
     config = getattr(model, "config", None)
     if name != header["model_class"] or not dataclasses.is_dataclass(config):
@@ -536,6 +560,30 @@ def _differences(header, saved_recipe: Recipe, model, recipe: Recipe, extra) -> 
         if json.loads(json.dumps(value)) != saved_extra.get(key):
             changes.append(f"{key} (another one than the saved run's)")
     return changes
+
+
+def _adapter_differences(header, model) -> tuple[list[str], Any]:
+    """The differences of a saved adapter's own settings and base weights; and the base to compare.
+
+    The base's configuration is compared by :func:`_differences`, as a whole model's is.
+    """
+    saved = header["adapter"]
+    if not isinstance(model, LoRALanguageModel):
+        return [f"model LoRALanguageModel -> {type(model).__name__}"], model
+    first = next(iter(model.adapters[0].values()))
+    # Tree operations (fit's among them) rebuild a dict with its keys sorted: the projections
+    # are compared as a set.
+    given = {"rank": first.rank, "scale": first.scale, "parts": sorted(model.adapters[0])}
+    names = {"rank": "adapter rank r", "scale": "adapter scale alpha / r", "parts": "adapted"}
+    changes = [
+        f"{names[key]} {value!r} -> {given[key]!r}"
+        for key, value in {**saved, "parts": sorted(saved["parts"])}.items()
+        if key in names and value != given[key]
+    ]
+    same_base = type(model.base).__name__ == header["model_class"]
+    if same_base and weights_fingerprint(model.base) != saved["base_sha256"]:
+        changes.append("the base model's weights (other ones than the saved run's)")
+    return changes, model.base
 
 
 def _estimate(saved_history: History, saved_recipe: Recipe, recipe: Recipe) -> str:
