@@ -667,8 +667,9 @@
           session = makeSession(message.text, message.preset, message.seed);
           session.record = message.record || 0;
           trainMs = 0; lastSample = -Infinity;
-          const speaker = message.text.slice(Math.floor(message.text.length * 0.9)).match(/\n([A-Z][A-Z ]+\.\n)/);
-          prompt = speaker ? speaker[1] : "\n";
+          // the prompt: the first speaker's name in the held-out tenth, e.g. "\nHam.\n"
+          const speaker = message.text.slice(Math.floor(message.text.length * 0.9)).match(/\n\n([A-Z][A-Za-z ]*\.\n)/);
+          prompt = speaker ? "\n" + speaker[1] : "\n";
           post({ type: "ready", parameters: session.p.length, symbols: session.symbols.length,
             config: session.config, steps: session.recipe.steps });
           heldOut();

@@ -14,7 +14,8 @@ few batches of windows cut from Hamlet, and, in float64 (``jax_enable_x64``):
 Numbers are stored as base64 of float64 little-endian bytes, in the order
 ``transformer_intro.export`` lists a model's tensors. ``tests/test_train_js.py`` runs
 ``tests/js/train_check.js`` on it. Run from the repository root:
-``.venv/bin/python scripts/make_train_js_fixture.py``.
+``.venv/bin/python scripts/make_train_js_fixture.py``; with ``--losses DUMP OUT`` it writes JAX's
+losses for the steps the page recorded (:func:`training_losses`) instead.
 
 The module also holds :func:`model_from_flat` and :func:`flat_from_model`, which
 ``tests/browser/test_train_ch09.py`` and ``benchmarks/train_in_page.py`` use to move weights
@@ -26,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -64,6 +66,21 @@ RECIPE = Recipe(
     decay="matrices",
     b2=0.99,
     clip_norm=0.5,
+)
+
+
+# The fields of a Recipe the page's trainer reads (the rest are the defaults: AdamW, one call).
+RECIPE_FIELDS = (
+    "steps",
+    "batch_size",
+    "learning_rate",
+    "warmup_steps",
+    "final_learning_rate",
+    "weight_decay",
+    "decay",
+    "b1",
+    "b2",
+    "clip_norm",
 )
 
 
@@ -140,21 +157,7 @@ def fixture() -> dict:
                 "params_after": encode(flat_from_model(params)),
             }
         )
-    recipe = {
-        k: getattr(RECIPE, k)
-        for k in (
-            "steps",
-            "batch_size",
-            "learning_rate",
-            "warmup_steps",
-            "final_learning_rate",
-            "weight_decay",
-            "decay",
-            "b1",
-            "b2",
-            "clip_norm",
-        )
-    }
+    recipe = {k: getattr(RECIPE, k) for k in RECIPE_FIELDS}
     config_out = dict(CONFIG, vocab_size=len(symbols), norm_eps=config.norm_eps)
     config_out["rotary_base"] = config.rotary_base
     return {
@@ -168,7 +171,44 @@ def fixture() -> dict:
     }
 
 
+def training_losses(dump: dict, variant: str = "same") -> list[float]:
+    """JAX's losses over the steps the page recorded (``bookTrain``'s "dump" message).
+
+    The book's ``LanguageModel`` from the page's initial weights, trained in float64 by the book's
+    ``Recipe.optimiser()`` on the page's batches, in order. ``variant`` is a control:
+    ``"no_clipping"`` trains without clipping the gradient, ``"reversed"`` takes the batches in
+    reverse order; the page must miss both.
+    """
+    config = lm_config(dump["config"], int(dump["config"]["vocab_size"]))
+    fields = {k: dump["recipe"][k] for k in RECIPE_FIELDS}
+    if variant == "no_clipping":
+        fields["clip_norm"] = None
+    recipe = Recipe(**fields)
+    model = model_from_flat(config, dump["initial"])
+    n = config.window
+    windows = [np.asarray(w, np.int32).reshape(-1, n + 1) for w in dump["windows"]]
+    if variant == "reversed":
+        windows = windows[::-1]
+    task = NextSymbolPrediction(np.zeros(n + 1, np.int32), window=n)
+    value_and_grad = eqx.filter_jit(eqx.filter_value_and_grad(lambda m, w: task.loss(m, w)[0]))
+    optimiser = recipe.optimiser()
+    state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
+    losses = []
+    for w in windows:
+        value, grads = value_and_grad(model, jnp.asarray(w))
+        updates, state = optimiser.update(grads, state, eqx.filter(model, eqx.is_inexact_array))
+        model = eqx.apply_updates(model, updates)
+        losses.append(float(value))
+    return losses
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--losses":
+        # tests/browser/test_train_ch09.py: the page's dump in, JAX's losses (and controls') out
+        dump = json.loads(Path(sys.argv[2]).read_text())
+        out = {v: training_losses(dump, v) for v in ("same", "no_clipping", "reversed")}
+        Path(sys.argv[3]).write_text(json.dumps(out))
+        return
     data = json.dumps(fixture(), indent=1) + "\n"
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=FIXTURE.parent, delete=False, suffix=".tmp") as f:
