@@ -38,9 +38,13 @@ import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .attention import attend, causal_mask
-from .models import LanguageModel
+from .models import LanguageModel, LMConfig
+from .training import Recipe
 
 __all__ = [
+    "INDUCTION_TOY_CONFIG",
+    "INDUCTION_TOY_LENGTH",
+    "INDUCTION_TOY_RECIPE",
     "HeadRun",
     "RepeatedSequences",
     "ablation_losses",
@@ -533,3 +537,17 @@ def probe_accuracy(probe, features: Float[ArrayLike, "L F"], labels: Int[ArrayLi
     w, b = probe
     predicted = jnp.argmax(jnp.asarray(features) @ w + b, axis=-1)
     return float((predicted == jnp.asarray(labels)).mean())
+
+
+# Chapter 18's toy: two blocks of two heads (with the book's MLPs, which the task does not need)
+# trained on random sequences of L = 24 symbols of 32, repeated; benchmarks/induction_toy.py
+# trains seeds 0-2 and saves seed 0's run as book/checkpoints/induction_toy.eqx.
+INDUCTION_TOY_LENGTH = 24
+INDUCTION_TOY_CONFIG = LMConfig(
+    vocab_size=32, window=2 * INDUCTION_TOY_LENGTH, dim=64, num_heads=2, num_blocks=2,
+    mlp_hidden_dim=128,
+)  # fmt: skip
+INDUCTION_TOY_RECIPE = Recipe(
+    steps=300, batch_size=32, learning_rate=1e-3, warmup_steps=20, schedule="constant",
+    weight_decay=0.0, steps_per_call=5, seed=0,
+)  # fmt: skip
