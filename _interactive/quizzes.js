@@ -2444,5 +2444,129 @@ window.BOOK_QUIZZES = {
     }
    ]
   }
+ ],
+ "19_speed_and_memory": [
+  {
+   "type": "numeric",
+   "question": "A float32 matrix of 1536 × 576 weights is applied to one token. About how many FLOPs does it do per byte of weights it reads?",
+   "answer": 0.5,
+   "tolerance": 0.02,
+   "explanation": "2 FLOPs per weight (a multiply and an add) over 4 bytes per weight: 0.5, whatever the matrix's shape.",
+   "hint": "Count the FLOPs and the bytes of one weight.",
+   "mistakes": [
+    {
+     "value": 0.25,
+     "explanation": "That counts one FLOP per weight; each weight is multiplied and the product added."
+    },
+    {
+     "value": 2,
+     "explanation": "That counts one byte per weight; float32 takes four."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "Why does decoding one token at a time sit far to the left of the ridge point, while training sits near or right of it?",
+   "options": [
+    {
+     "text": "Decoding reads every weight to apply it to one token; training applies each weight read to a whole batch",
+     "correct": true,
+     "explanation": "The intensity of a product is about 2T/b: T = 1 in decoding, T = BN in training."
+    },
+    {
+     "text": "Decoding does more FLOPs per token than training",
+     "correct": false,
+     "explanation": "Training does about three times the FLOPs per token; what differs is how many tokens share one reading of the weights."
+    },
+    {
+     "text": "Decoding runs in a lower precision than training",
+     "correct": false,
+     "explanation": "In float32 both read the same bytes per weight; the difference is the number of tokens per reading."
+    },
+    {
+     "text": "The key-value cache makes decoding's matrix products larger",
+     "correct": false,
+     "explanation": "The cache saves recomputing old tokens; each step still applies every matrix to one new token."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "What does FlashAttention's forward pass keep for the backward pass, besides its inputs and output?",
+   "options": [
+    {
+     "text": "The N × N attention weights, in tiles",
+     "correct": false,
+     "explanation": "Keeping them in any arrangement is N² numbers; avoiding that is the point of the tiles."
+    },
+    {
+     "text": "One log-sum-exp per query",
+     "correct": true,
+     "explanation": "λ_n = ŝ + log ℓ recomputes any weight exactly, A = exp(s − λ_n), a tile at a time."
+    },
+    {
+     "text": "The running maximum of each query's scores only",
+     "correct": false,
+     "explanation": "Without log ℓ the recomputed weights are ℓ times too large; the chapter's control shows the gradients then go wrong."
+    },
+    {
+     "text": "Nothing: it recomputes the whole forward pass",
+     "correct": false,
+     "explanation": "It recomputes the weights, but needs the normalisation λ to do so without another pass over all keys first."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "In the online softmax, a new tile raises a query's running maximum from ŝ_old to ŝ. What must happen to the normaliser ℓ and the weighted sum o accumulated so far?",
+   "options": [
+    {
+     "text": "Nothing; only the new tile's terms use the new maximum",
+     "correct": false,
+     "explanation": "Then old and new terms are measured against different maxima and the sums no longer add up."
+    },
+    {
+     "text": "They are multiplied by exp(ŝ_old − ŝ)",
+     "correct": true,
+     "explanation": "That rescales every old term from exp(s − ŝ_old) to exp(s − ŝ), so all terms share the new maximum."
+    },
+    {
+     "text": "They are reset to zero and the keys read again",
+     "correct": false,
+     "explanation": "Rescaling makes a second pass unnecessary: the old terms are corrected by one factor."
+    },
+    {
+     "text": "They are divided by the new maximum",
+     "correct": false,
+     "explanation": "The maximum enters through an exponential; the correction is the factor exp(ŝ_old − ŝ)."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "Activation checkpointing wraps each block's step in jax.checkpoint. What does training then trade?",
+   "options": [
+    {
+     "text": "Exactness of the gradients for less memory",
+     "correct": false,
+     "explanation": "The recomputed intermediates are the same numbers; the gradients are equal."
+    },
+    {
+     "text": "About one more forward pass of the blocks for keeping only each block's input",
+     "correct": true,
+     "explanation": "The backward pass recomputes each block's intermediates from its input, so memory falls by about (M − 1) blocks' worth."
+    },
+    {
+     "text": "More memory for fewer FLOPs",
+     "correct": false,
+     "explanation": "It is the other way round: it keeps less and recomputes."
+    },
+    {
+     "text": "A smaller batch for the same memory",
+     "correct": false,
+     "explanation": "The batch is unchanged; the saved memory could be spent on a larger one."
+    }
+   ]
+  }
  ]
 };
