@@ -100,7 +100,9 @@ def block_work(config, tokens: int, *, weight_bytes: float = 4.0) -> dict[str, W
     projections and the MLP's matrices (three when gated).
     """
     d, f, k = config.dim, config.mlp_hidden_dim, config.head_dim
-    heads, kv_heads = config.num_heads, config.num_kv_heads or config.num_heads
+    # a vision transformer's configuration has neither field: plain MLP, a key head per query head
+    heads = config.num_heads
+    kv_heads = getattr(config, "num_kv_heads", None) or heads
     product = lambda d_in, d_out: matrix_product_work(  # noqa: E731
         tokens, d_in, d_out, weight_bytes=weight_bytes
     )
@@ -110,7 +112,7 @@ def block_work(config, tokens: int, *, weight_bytes: float = 4.0) -> dict[str, W
         "values": product(d, kv_heads * k),
         "output": product(heads * k, d),
     }
-    if config.mlp == "gated":
+    if getattr(config, "mlp", "mlp") == "gated":
         parts |= {"MLP gate": product(d, f), "MLP up": product(d, f), "MLP down": product(f, d)}
     else:
         parts |= {"MLP up": product(d, f), "MLP down": product(f, d)}
