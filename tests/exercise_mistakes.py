@@ -635,4 +635,29 @@ MISTAKES = {
         (lambda W, R, Z, alpha: W + alpha * Z @ R, "alpha_not_over_r"),
         (lambda W, R, Z, alpha: alpha / R.shape[0] * Z @ R, "no_base"),
     ],
+    "group_advantages": [
+        (
+            lambda r, s: (
+                (r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-4)
+                if s
+                else r - r.mean(1, keepdims=True)
+            ),
+            "population_std",
+        ),
+        (
+            lambda r, s: (r - r.mean()) / (r.std(ddof=1) + 1e-4) if s else r - r.mean(),
+            "whole_batch",
+        ),
+    ],
+    "clipped_objective": [
+        (lambda lr, a, c: jnp.clip(jnp.exp(lr), 1 - c, 1 + c) * a, "clipped_only"),
+        (
+            lambda lr, a, c: jnp.maximum(jnp.exp(lr) * a, jnp.clip(jnp.exp(lr), 1 - c, 1 + c) * a),
+            "max_not_min",
+        ),
+    ],
+    "dpo_loss": [
+        (lambda c, r, rc, rr, b: -jnp.mean(jax.nn.log_sigmoid(b * (c - r))), "no_reference"),
+        (lambda c, r, rc, rr, b: -jnp.mean(jax.nn.log_sigmoid((c - rc) - (r - rr))), "no_beta"),
+    ],
 }

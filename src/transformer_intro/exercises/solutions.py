@@ -804,3 +804,26 @@ def lora_forward(W, R, Z, x, alpha):
 def merge_lora(W, R, Z, alpha):
     """W + (alpha / r) Z R."""
     return W + alpha / R.shape[0] * (Z @ R)
+
+
+# Chapter 17
+
+
+def group_advantages(rewards, scale_by_std):
+    """Each reward minus its group's mean, over the group's sample std + 1e-4."""
+    centred = rewards - rewards.mean(axis=1, keepdims=True)
+    if not scale_by_std:
+        return centred
+    return centred / (rewards.std(axis=1, ddof=1, keepdims=True) + 1e-4)
+
+
+def clipped_objective(log_ratio, advantages, clip):
+    """min(κ A, clip(κ, 1 - ε, 1 + ε) A), κ = exp(log_ratio)."""
+    ratio = jnp.exp(log_ratio)
+    return jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - clip, 1 + clip) * advantages)
+
+
+def dpo_loss(chosen, rejected, reference_chosen, reference_rejected, beta):
+    """-mean log σ(β m), m the margin of the two answers' log-ratios to the reference."""
+    margin = (chosen - reference_chosen) - (rejected - reference_rejected)
+    return -jnp.mean(jax.nn.log_sigmoid(beta * margin))
