@@ -37,13 +37,32 @@
     // ---------------------------------------------------------------------------------------
 
     /* Y[t, o] (+)= sum_i X[t, i] W[o, i] for t < T, o < O, i < I: a linear map of every row,
-     * W stored (out, in) as eqx.nn.Linear keeps it. Four rows of W at a time, each applied to
-     * every row of X while it is in the cache. */
+     * W stored (out, in) as eqx.nn.Linear keeps it. Two rows of X and four of W at a time: each
+     * number read serves several products, and the eight sums stay in registers. */
     function matmulABt(T, O, I, X, xo, xs, W, wo, ws, Y, yo, ys, add) {
       let o = 0;
       for (; o + 3 < O; o += 4) {
         const r0 = wo + o * ws, r1 = r0 + ws, r2 = r1 + ws, r3 = r2 + ws;
-        for (let t = 0; t < T; t++) {
+        let t = 0;
+        for (; t + 1 < T; t += 2) {
+          const x = xo + t * xs, z = x + xs;
+          let s0 = 0, s1 = 0, s2 = 0, s3 = 0, u0 = 0, u1 = 0, u2 = 0, u3 = 0;
+          for (let i = 0; i < I; i++) {
+            const a = X[x + i], b = X[z + i];
+            const w0 = W[r0 + i], w1 = W[r1 + i], w2 = W[r2 + i], w3 = W[r3 + i];
+            s0 += w0 * a; s1 += w1 * a; s2 += w2 * a; s3 += w3 * a;
+            u0 += w0 * b; u1 += w1 * b; u2 += w2 * b; u3 += w3 * b;
+          }
+          const y = yo + t * ys + o, v = y + ys;
+          if (add) {
+            Y[y] += s0; Y[y + 1] += s1; Y[y + 2] += s2; Y[y + 3] += s3;
+            Y[v] += u0; Y[v + 1] += u1; Y[v + 2] += u2; Y[v + 3] += u3;
+          } else {
+            Y[y] = s0; Y[y + 1] = s1; Y[y + 2] = s2; Y[y + 3] = s3;
+            Y[v] = u0; Y[v + 1] = u1; Y[v + 2] = u2; Y[v + 3] = u3;
+          }
+        }
+        for (; t < T; t++) {
           const x = xo + t * xs;
           let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
           for (let i = 0; i < I; i++) {
@@ -67,39 +86,63 @@
       }
     }
 
-    /* dX[t, i] += sum_o dY[t, o] W[o, i]: the gradient reaching the input of y = W x. */
+    /* dX[t, i] += sum_o dY[t, o] W[o, i]: the gradient reaching the input of y = W x. Two rows
+     * of dX and four of W at a time. */
     function matmulAB(T, O, I, dY, go, gs, W, wo, ws, dX, xo, xs) {
-      for (let t = 0; t < T; t++) {
-        const g = go + t * gs, x = xo + t * xs;
+      let t = 0;
+      for (; t + 1 < T; t += 2) {
+        const g = go + t * gs, h = g + gs, x = xo + t * xs, z = x + xs;
         let o = 0;
         for (; o + 3 < O; o += 4) {
           const a0 = dY[g + o], a1 = dY[g + o + 1], a2 = dY[g + o + 2], a3 = dY[g + o + 3];
+          const b0 = dY[h + o], b1 = dY[h + o + 1], b2 = dY[h + o + 2], b3 = dY[h + o + 3];
           const r0 = wo + o * ws, r1 = r0 + ws, r2 = r1 + ws, r3 = r2 + ws;
           for (let i = 0; i < I; i++) {
-            dX[x + i] += a0 * W[r0 + i] + a1 * W[r1 + i] + a2 * W[r2 + i] + a3 * W[r3 + i];
+            const w0 = W[r0 + i], w1 = W[r1 + i], w2 = W[r2 + i], w3 = W[r3 + i];
+            dX[x + i] += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3;
+            dX[z + i] += b0 * w0 + b1 * w1 + b2 * w2 + b3 * w3;
           }
         }
         for (; o < O; o++) {
+          const a = dY[g + o], b = dY[h + o], r = wo + o * ws;
+          for (let i = 0; i < I; i++) { dX[x + i] += a * W[r + i]; dX[z + i] += b * W[r + i]; }
+        }
+      }
+      for (; t < T; t++) {
+        const g = go + t * gs, x = xo + t * xs;
+        for (let o = 0; o < O; o++) {
           const a = dY[g + o], r = wo + o * ws;
           for (let i = 0; i < I; i++) dX[x + i] += a * W[r + i];
         }
       }
     }
 
-    /* dW[o, i] += sum_t dY[t, o] X[t, i]: the gradient reaching W in y = W x, summed over rows. */
+    /* dW[o, i] += sum_t dY[t, o] X[t, i]: the gradient reaching W in y = W x, summed over rows.
+     * Two rows of dW and four rows of X at a time. */
     function matmulAtB(T, O, I, dY, go, gs, X, xo, xs, dW, wo, ws) {
-      for (let o = 0; o < O; o++) {
-        const w = wo + o * ws;
+      let o = 0;
+      for (; o + 1 < O; o += 2) {
+        const w = wo + o * ws, v = w + ws;
         let t = 0;
         for (; t + 3 < T; t += 4) {
-          const a0 = dY[go + t * gs + o], a1 = dY[go + (t + 1) * gs + o];
-          const a2 = dY[go + (t + 2) * gs + o], a3 = dY[go + (t + 3) * gs + o];
+          const g0 = go + t * gs + o, g1 = g0 + gs, g2 = g1 + gs, g3 = g2 + gs;
+          const a0 = dY[g0], a1 = dY[g1], a2 = dY[g2], a3 = dY[g3];
+          const b0 = dY[g0 + 1], b1 = dY[g1 + 1], b2 = dY[g2 + 1], b3 = dY[g3 + 1];
           const x0 = xo + t * xs, x1 = x0 + xs, x2 = x1 + xs, x3 = x2 + xs;
           for (let i = 0; i < I; i++) {
-            dW[w + i] += a0 * X[x0 + i] + a1 * X[x1 + i] + a2 * X[x2 + i] + a3 * X[x3 + i];
+            const c0 = X[x0 + i], c1 = X[x1 + i], c2 = X[x2 + i], c3 = X[x3 + i];
+            dW[w + i] += a0 * c0 + a1 * c1 + a2 * c2 + a3 * c3;
+            dW[v + i] += b0 * c0 + b1 * c1 + b2 * c2 + b3 * c3;
           }
         }
         for (; t < T; t++) {
+          const a = dY[go + t * gs + o], b = dY[go + t * gs + o + 1], x = xo + t * xs;
+          for (let i = 0; i < I; i++) { dW[w + i] += a * X[x + i]; dW[v + i] += b * X[x + i]; }
+        }
+      }
+      for (; o < O; o++) {
+        const w = wo + o * ws;
+        for (let t = 0; t < T; t++) {
           const a = dY[go + t * gs + o], x = xo + t * xs;
           for (let i = 0; i < I; i++) dW[w + i] += a * X[x + i];
         }
@@ -217,6 +260,14 @@
           dx[r + d] += (g - meanG - xhat[r + d] * meanGx) * rstd[t];
         }
       }
+    }
+
+    // y_t += b for every row t (b at p[at ...]), and its backward pass: db += sum_t dy_t.
+    function addBias(T, n, y, p, at) {
+      for (let t = 0; t < T; t++) for (let j = 0, r = t * n; j < n; j++) y[r + j] += p[at + j];
+    }
+    function biasGradient(T, n, dy, grad, at) {
+      for (let t = 0; t < T; t++) for (let j = 0, r = t * n; j < n; j++) grad[at + j] += dy[r + j];
     }
 
     const GELU_C = Math.sqrt(2 / Math.PI), GELU_A = 0.044715;
@@ -380,12 +431,12 @@
           layerNormForward(T, D, y, p, at[b + "mlp_norm.weight"], at[b + "mlp_norm.bias"], eps, c.n2, c.xhat2, c.rstd2);
           c.pre = new Float64Array(T * F);
           matmulABt(T, F, D, c.n2, 0, D, p, at[b + "mlp.layers.0.weight"], D, c.pre, 0, F, false);
-          for (let t = 0; t < T; t++) for (let f = 0; f < F; f++) c.pre[t * F + f] += p[at[b + "mlp.layers.0.bias"] + f];
+          addBias(T, F, c.pre, p, at[b + "mlp.layers.0.bias"]);
           c.g = new Float64Array(T * F);
           geluForward(T * F, c.pre, c.g);
           const z = Float64Array.from(y);
           matmulABt(T, D, F, c.g, 0, F, p, at[b + "mlp.layers.1.weight"], F, z, 0, D, true);
-          for (let t = 0; t < T; t++) for (let d = 0; d < D; d++) z[t * D + d] += p[at[b + "mlp.layers.1.bias"] + d];
+          addBias(T, D, z, p, at[b + "mlp.layers.1.bias"]);
           blocks.push(c);
           x = z;
         }
@@ -393,7 +444,7 @@
         layerNormForward(T, D, x, p, at["final_norm.weight"], at["final_norm.bias"], eps, out.nf, out.xhatf, out.rstdf);
         const logits = new Float64Array(T * V);
         matmulABt(T, V, D, out.nf, 0, D, p, at["unembedding.weight"], D, logits, 0, V, false);
-        for (let t = 0; t < T; t++) for (let j = 0; j < V; j++) logits[t * V + j] += p[at["unembedding.bias"] + j];
+        addBias(T, V, logits, p, at["unembedding.bias"]);
         return { B, N, T, inputs, blocks, out, logits };
       }
 
@@ -403,7 +454,7 @@
         // logits = W nf + b
         const dnf = new Float64Array(T * D);
         matmulAtB(T, V, D, dlogits, 0, V, out.nf, 0, D, grad, at["unembedding.weight"], D);
-        for (let t = 0; t < T; t++) for (let j = 0; j < V; j++) grad[at["unembedding.bias"] + j] += dlogits[t * V + j];
+        biasGradient(T, V, dlogits, grad, at["unembedding.bias"]);
         matmulAB(T, V, D, dlogits, 0, V, p, at["unembedding.weight"], D, dnf, 0, D);
         let dx = new Float64Array(T * D);
         layerNormBackward(T, D, dnf, out.xhatf, out.rstdf, p, at["final_norm.weight"], grad, at["final_norm.bias"], dx);
@@ -411,12 +462,12 @@
           const b = "blocks." + m + ".", c = blocks[m];
           // z = y + W_2 g + b_2: dz reaches y directly and through the MLP
           const dz = dx, dy = Float64Array.from(dz), dg = new Float64Array(T * F);
-          for (let t = 0; t < T; t++) for (let d = 0; d < D; d++) grad[at[b + "mlp.layers.1.bias"] + d] += dz[t * D + d];
+          biasGradient(T, D, dz, grad, at[b + "mlp.layers.1.bias"]);
           matmulAtB(T, D, F, dz, 0, D, c.g, 0, F, grad, at[b + "mlp.layers.1.weight"], F);
           matmulAB(T, D, F, dz, 0, D, p, at[b + "mlp.layers.1.weight"], F, dg, 0, F);
           const dpre = new Float64Array(T * F);
           geluBackward(T * F, c.pre, dg, dpre);
-          for (let t = 0; t < T; t++) for (let f = 0; f < F; f++) grad[at[b + "mlp.layers.0.bias"] + f] += dpre[t * F + f];
+          biasGradient(T, F, dpre, grad, at[b + "mlp.layers.0.bias"]);
           matmulAtB(T, F, D, dpre, 0, F, c.n2, 0, D, grad, at[b + "mlp.layers.0.weight"], D);
           const dn2 = new Float64Array(T * D);
           matmulAB(T, F, D, dpre, 0, F, p, at[b + "mlp.layers.0.weight"], D, dn2, 0, D);
