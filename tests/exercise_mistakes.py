@@ -660,4 +660,39 @@ MISTAKES = {
         (lambda c, r, rc, rr, b: -jnp.mean(jax.nn.log_sigmoid(b * (c - r))), "no_reference"),
         (lambda c, r, rc, rr, b: -jnp.mean(jax.nn.log_sigmoid((c - rc) - (r - rr))), "no_beta"),
     ],
+    "matvec_intensity": [
+        (
+            lambda d_out, d_in, b: d_out * d_in / (b * d_out * d_in + 4 * (d_in + d_out)),
+            "one_flop_per_weight",
+        ),
+        (lambda d_out, d_in, b: 2 / b, "weights_only"),
+        (
+            lambda d_out, d_in, b: 2 * d_out * d_in / (4 * d_out * d_in + 4 * (d_in + d_out)),
+            "weights_as_float32",
+        ),
+    ],
+    "online_softmax_tile": [
+        (
+            lambda m, zeta, y, s, v: (
+                np.maximum(m, s.max(0)),
+                zeta + np.exp(s - np.maximum(m, s.max(0))).sum(0),
+                y + np.exp(s - np.maximum(m, s.max(0))).T @ v,
+            ),
+            "no_rescale",
+        ),
+        (
+            lambda m, zeta, y, s, v: (
+                m,
+                zeta * np.exp(m - np.maximum(m, s.max(0)))
+                + np.exp(s - np.maximum(m, s.max(0))).sum(0),
+                y * np.exp(m - np.maximum(m, s.max(0)))[:, None]
+                + np.exp(s - np.maximum(m, s.max(0))).T @ v,
+            ),
+            "old_maximum",
+        ),
+    ],
+    "saved_log_sum_exp": [
+        (lambda k, q: np.log(np.exp(k @ q.T).sum(0)), "no_scale"),
+        (lambda k, q: (k @ q.T / np.sqrt(k.shape[1])).max(0), "maximum_only"),
+    ],
 }

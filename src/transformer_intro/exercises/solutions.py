@@ -806,6 +806,28 @@ def merge_lora(W, R, Z, alpha):
     return W + alpha / R.shape[0] * (Z @ R)
 
 
+def matvec_intensity(d_out, d_in, bytes_per_weight):
+    """FLOPs per byte of W x: 2 D_out D_in FLOPs over the bytes it moves."""
+    flops = 2 * d_out * d_in
+    return flops / (bytes_per_weight * d_out * d_in + 4 * (d_in + d_out))
+
+
+def online_softmax_tile(s_hat, zeta, y_tilde, scores, values):
+    """The running maximum, normaliser and weighted sum after one tile."""
+    new = np.maximum(s_hat, scores.max(axis=0))
+    factor = np.exp(s_hat - new)  # rescales the old sums to the new maximum
+    weights = np.exp(scores - new)  # (keys of the tile, queries)
+    zeta = zeta * factor + weights.sum(axis=0)
+    return new, zeta, y_tilde * factor[:, None] + weights.T @ values
+
+
+def saved_log_sum_exp(keys, queries):
+    """λ_n = log Σ_n' exp(k_n'ᵀ q_n / sqrt(K)), computed stably."""
+    scores = keys @ queries.T / np.sqrt(keys.shape[1])
+    top = scores.max(axis=0)
+    return top + np.log(np.exp(scores - top).sum(axis=0))
+
+
 # Chapter 17
 
 
