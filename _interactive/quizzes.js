@@ -2502,12 +2502,12 @@ window.BOOK_QUIZZES = {
     {
      "text": "One log-sum-exp per query",
      "correct": true,
-     "explanation": "λ_n = ŝ + log ℓ recomputes any weight exactly, A = exp(s − λ_n), a tile at a time."
+     "explanation": "λ_n = ŝ + log ζ recomputes any weight exactly, A = exp(s − λ_n), a tile at a time."
     },
     {
      "text": "The running maximum of each query's scores only",
      "correct": false,
-     "explanation": "Without log ℓ the recomputed weights are ℓ times too large; the chapter's control shows the gradients then go wrong."
+     "explanation": "Without log ζ the recomputed weights are ζ times too large; the chapter's control shows the gradients then go wrong."
     },
     {
      "text": "Nothing: it recomputes the whole forward pass",
@@ -2518,17 +2518,17 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "choice",
-   "question": "In the online softmax, a new tile raises a query's running maximum from ŝ_old to ŝ. What must happen to the normaliser ℓ and the weighted sum o accumulated so far?",
+   "question": "In the online softmax, a new tile raises a query's running maximum from ŝ_old to ŝ. What must happen to the normaliser ζ and the weighted sum ỹ accumulated so far?",
    "options": [
-    {
-     "text": "Nothing; only the new tile's terms use the new maximum",
-     "correct": false,
-     "explanation": "Then old and new terms are measured against different maxima and the sums no longer add up."
-    },
     {
      "text": "They are multiplied by exp(ŝ_old − ŝ)",
      "correct": true,
      "explanation": "That rescales every old term from exp(s − ŝ_old) to exp(s − ŝ), so all terms share the new maximum."
+    },
+    {
+     "text": "Nothing; only the new tile's terms use the new maximum",
+     "correct": false,
+     "explanation": "Then old and new terms are measured against different maxima and the sums no longer add up."
     },
     {
      "text": "They are reset to zero and the keys read again",

@@ -114,7 +114,7 @@ def test_the_inspection_sees_the_plain_forms_n_by_n_weights():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_control_a_backward_without_the_log_sum_exp_is_wrong(causal):
-    """The running maximum in place of λ = ŝ + log ℓ leaves the weights unnormalised."""
+    """The running maximum in place of λ = ŝ + log ζ leaves the weights unnormalised."""
     k, q, v, w = _sequence()
     forward = jax.jit(flash_attention_forward, static_argnames="causal")
     backward = jax.jit(flash_attention_backward, static_argnames="causal")
@@ -125,7 +125,7 @@ def test_control_a_backward_without_the_log_sum_exp_is_wrong(causal):
     scores = k @ q.T / np.sqrt(k.shape[1])
     if causal:
         scores = jnp.where(jnp.tril(jnp.ones(scores.shape, bool)).T, scores, -jnp.inf)
-    running_max = scores.max(axis=0)  # ŝ without log ℓ
+    running_max = scores.max(axis=0)  # ŝ without log ζ
     wrong = backward(k, q, v, outputs, running_max, w, causal=causal)
     assert _max_error(wrong, reference) > 100 * TOLERANCE
 

@@ -4,14 +4,14 @@ Plain attention computes every score ``s[n', n] = k_n'ᵀ q_n / sqrt(K)`` at onc
 and automatic differentiation keeps the N x N attention weights for the backward pass. The tiled
 form takes the queries a tile at a time and streams the keys and values past them a tile at a
 time, keeping for every query only the online softmax's running state (book chapter 11): the
-largest score so far ``ŝ``, the normaliser ``ℓ`` relative to it and the weighted sum ``o``,
+largest score so far ``ŝ``, the normaliser ``ζ`` relative to it and the weighted sum ``ỹ``,
 
     ŝ_j = max(ŝ_{j-1}, max_{n' in tile j} s[n', n]),
-    ℓ_j = ℓ_{j-1} e^{ŝ_{j-1} - ŝ_j} + Σ_{n' in tile j} e^{s[n', n] - ŝ_j},
-    o_j = o_{j-1} e^{ŝ_{j-1} - ŝ_j} + Σ_{n' in tile j} e^{s[n', n] - ŝ_j} v_n',
+    ζ_j = ζ_{j-1} e^{ŝ_{j-1} - ŝ_j} + Σ_{n' in tile j} e^{s[n', n] - ŝ_j},
+    ỹ_j = ỹ_{j-1} e^{ŝ_{j-1} - ŝ_j} + Σ_{n' in tile j} e^{s[n', n] - ŝ_j} v_n',
 
-and ``y_n = o / ℓ`` after the last tile. The forward pass saves one number per query besides its
-inputs and output, the log-sum-exp of its scores ``λ_n = ŝ + log ℓ``. From it the backward pass
+and ``y_n = ỹ / ζ`` after the last tile. The forward pass saves one number per query besides its
+inputs and output, the log-sum-exp of its scores ``λ_n = ŝ + log ζ``. From it the backward pass
 (``jax.custom_vjp``) recomputes any tile of the weights exactly, ``A[n', n] = e^{s[n', n] - λ_n}``,
 and with ``δ_n = Σ_i dy_{n,i} y_{n,i}`` (one more number per query) the gradients are
 FlashAttention-2's (Dao, 2023):
