@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
+
+from transformer_intro.files import write_atomically
 
 
 def machine() -> dict:
@@ -66,17 +67,9 @@ def describe_machine(row: dict) -> str:
 
 
 def write_json(path: str | os.PathLike, result: dict) -> Path:
-    """``result`` as indented JSON at ``path``, written to a temporary file first and moved into
-    place only once complete, so that an interrupted run never leaves half a result file."""
+    """``result`` as indented JSON at ``path`` (its folder made if need be), written whole or not
+    at all (``transformer_intro.files.write_atomically``): an interrupted run, or a result that
+    JSON cannot hold, leaves the previous file as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-        try:
-            json.dump(result, f, indent=1)
-            f.write("\n")
-        except BaseException:  # a result that cannot be written leaves no half file behind
-            f.close()
-            os.remove(f.name)
-            raise
-    os.replace(f.name, path)
-    return path
+    return write_atomically(path, json.dumps(result, indent=1) + "\n")

@@ -20,6 +20,8 @@ import re
 import sys
 from pathlib import Path
 
+from transformer_intro.files import write_atomically
+
 REPO = Path(__file__).resolve().parents[1]
 INDEX = REPO / "book" / "exercise_index.md"
 ITEM = re.compile(r"^(\d+)\. (.*)$")
@@ -133,7 +135,7 @@ def main() -> None:
         if not INDEX.is_file() or INDEX.read_text() != text:
             sys.exit(f"{INDEX.relative_to(REPO)} is out of date: run scripts/exercise_index.py")
         return
-    INDEX.write_text(text)
+    write_atomically(INDEX, text)
     print(f"wrote {INDEX.relative_to(REPO)}")
 
 

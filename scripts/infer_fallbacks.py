@@ -36,12 +36,12 @@ import argparse
 import base64
 import datetime
 import io
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 
 import numpy as np
+
+from transformer_intro.files import write_atomically
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "book" / "figures"
@@ -355,29 +355,9 @@ def draw_all(out_dir: str | Path = OUT_DIR) -> dict[str, tuple[Path, str]]:
     for name, draw in DRAW.items():
         png, alt = draw()
         path = out_dir / FILES[name]
-        _write_atomically(path, png)
+        write_atomically(path, png)  # the committed picture: the old one or the new one
         written[name] = (path, alt)
     return written
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """``data`` into a temporary file beside ``path``, renamed to ``path`` once whole.
-
-    The committed picture is then the old one or the new one, never a cut PNG.
-    """
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(file.fileno(), 0o666 & ~umask)  # as open() would; mkstemp gives 0600
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def main(argv=None) -> None:

@@ -11,13 +11,15 @@ Usage: python scripts/tidy_outputs.py book/*.ipynb   (`make execute` runs it aft
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
+
+# A committed notebook then holds its old outputs or its new ones, never half of them, even if
+# the script is stopped while writing.
+from transformer_intro.files import write_atomically
 
 # The same rules as Jupyter's front ends and myst-nb: text before a carriage return that is not
 # the end of a line is overwritten; a backspace deletes the character before it.
@@ -66,25 +68,6 @@ def tidy_notebook(path: str) -> bool:
         text = nbformat.writes(notebook)
         write_atomically(Path(path), (text if text.endswith("\n") else text + "\n").encode())
     return changed
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``data`` into a temporary file beside ``path``, renamed to ``path`` once whole.
-
-    A committed notebook then holds its old outputs or its new ones, never half of them, even if
-    the script is stopped while writing.
-    """
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            os.fchmod(file.fileno(), os.stat(path).st_mode & 0o777)  # keep the file's permissions
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ import errno
 import importlib.util
 import io
 import json
+import stat
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from transformer_intro.bpe import BytePairEncoding
+from transformer_intro.files import write_atomically
 
 TEXT = "to be or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 
@@ -119,15 +121,42 @@ def test_tidying_writes_what_nbformat_writes_and_an_interrupted_tidy_leaves_the_
 
 
 def test_an_interrupted_picture_leaves_the_committed_one(tmp_path, fill_disk, monkeypatch):
-    write = script("infer_fallbacks")._write_atomically
-    path = tmp_path / "picture.png"
-    write(path, b"\x89PNG the old picture")
+    fallbacks = script("infer_fallbacks")
+    pictures = {name: b"\x89PNG the old picture of " + name.encode() for name in fallbacks.DRAW}
+    for name, png in pictures.items():
+        (tmp_path / fallbacks.FILES[name]).write_bytes(png)
+    # Drawing needs the trained models; what is tested here is how the drawings are written.
+    draws = {name: (lambda n=name: (b"\x89PNG a new, longer picture of " + n.encode(), n))
+             for name in fallbacks.DRAW}  # fmt: skip
+    monkeypatch.setattr(fallbacks, "DRAW", draws)
     fill_disk()
     with pytest.raises(OSError, match="No space left"):
-        write(path, b"\x89PNG the new picture, longer")
+        fallbacks.draw_all(tmp_path)
     monkeypatch.undo()
-    assert path.read_bytes() == b"\x89PNG the old picture"
-    assert [p.name for p in tmp_path.iterdir()] == ["picture.png"]
+    for name, png in pictures.items():
+        assert (tmp_path / fallbacks.FILES[name]).read_bytes() == png
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(fallbacks.FILES.values())
+    monkeypatch.setattr(fallbacks, "DRAW", draws)  # control: a completed run replaces them
+    fallbacks.draw_all(tmp_path)
+    assert (
+        tmp_path / fallbacks.FILES["vit"]
+    ).read_bytes() == b"\x89PNG a new, longer picture of vit"
+
+
+def test_an_interrupted_exercise_index_leaves_the_committed_one(tmp_path, fill_disk, monkeypatch):
+    index = script("exercise_index")
+    path = tmp_path / "exercise_index.md"
+    path.write_text("# Exercises\n\nthe committed index\n")
+    monkeypatch.setattr(index, "INDEX", path)
+    monkeypatch.setattr(index, "REPO", tmp_path)
+    monkeypatch.setattr(index, "index_text", lambda: "# Exercises\n\na new index, longer\n")
+    monkeypatch.setattr("sys.argv", ["exercise_index.py"])
+    fill_disk()
+    with pytest.raises(OSError, match="No space left"):
+        index.main()
+    monkeypatch.undo()
+    assert path.read_text() == "# Exercises\n\nthe committed index\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["exercise_index.md"]
 
 
 def test_a_result_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
@@ -144,3 +173,83 @@ def test_a_result_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
         report.write_json(path, {"a": 1, "b": object()})  # not JSON: fails after "a" is written
     assert json.loads(path.read_text()) == {"a": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+# -- the one writer: transformer_intro.files.write_atomically -----------------------------------
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "result.json"
+    write_atomically(path, '{"old": 1}\n')
+
+    def half_then_fail(file):
+        file.write(b'{"new": ')
+        raise ValueError("the result cannot be written")
+
+    with pytest.raises(ValueError, match="cannot be written"):
+        write_atomically(path, half_then_fail)
+    assert path.read_text() == '{"old": 1}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_a_full_disk_or_an_interrupt_leaves_the_old_file_and_no_temporary(
+    tmp_path, fill_disk, monkeypatch
+):
+    path = tmp_path / "picture.png"
+    write_atomically(path, b"\x89PNG the old picture")
+    fill_disk()
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(path, b"\x89PNG the new picture, longer")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"\x89PNG the old picture"
+
+    def interrupted(file):
+        file.write(b"\x89PNG half")
+        raise KeyboardInterrupt  # Ctrl-C while writing
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(path, interrupted)
+    assert path.read_bytes() == b"\x89PNG the old picture"
+    assert [p.name for p in tmp_path.iterdir()] == ["picture.png"]
+
+
+def test_the_full_disk_does_cut_a_file_written_in_place(tmp_path, fill_disk, monkeypatch):
+    """The control: the same full disk leaves half a file where a file is written in place."""
+    path = tmp_path / "picture.png"
+    path.write_bytes(b"\x89PNG the old picture")
+    fill_disk()
+    new = b"\x89PNG the new picture, longer"
+    with pytest.raises(OSError, match="No space left"), open(path, "wb") as file:
+        file.write(new)
+    monkeypatch.undo()
+    assert path.read_bytes() == new[: len(new) // 2]  # neither the old file nor the new one
+
+
+def test_a_completed_write_replaces_the_file_with_text_bytes_or_a_writer(tmp_path):
+    path = tmp_path / "page.md"
+    assert write_atomically(str(path), "Zürich\n") == path
+    assert path.read_bytes() == "Zürich\n".encode()
+    write_atomically(path, b"bytes\n")
+    assert path.read_bytes() == b"bytes\n"
+    write_atomically(path, lambda file: file.write(b"written by a function\n"))
+    assert path.read_bytes() == b"written by a function\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.md"]
+
+
+def test_permissions_are_kept_or_those_open_gives(tmp_path):
+    kept = tmp_path / "script.sh"
+    kept.write_text("echo old\n")
+    kept.chmod(0o751)
+    write_atomically(kept, "echo new\n")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o751
+    fresh, by_open = tmp_path / "new.txt", tmp_path / "by_open.txt"
+    write_atomically(fresh, "new\n")
+    by_open.write_text("new\n")
+    assert stat.S_IMODE(fresh.stat().st_mode) == stat.S_IMODE(by_open.stat().st_mode)
+    assert stat.S_IMODE(fresh.stat().st_mode) != 0o600  # not mkstemp's mode, meant for secrets
+
+
+def test_a_missing_folder_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="its folder .*missing.* does not exist"):
+        write_atomically(tmp_path / "missing" / "result.json", "{}")
+    assert list(tmp_path.iterdir()) == []

@@ -24,6 +24,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_intro"
 # The bottom layer, bottom first: a module may import only the modules before it.
 BUILDING_BLOCKS = (
+    "files",  # files written whole or not at all: a temporary file, renamed into place
     "config",  # configurations as JSON, and the registry of the models they build
     "parameters",  # counting a module's parameters
     "precision",
@@ -165,7 +166,7 @@ DECLARED = [
     "training/step.py", "config.py", "parameters.py", "datasets/synthetic.py",
     "demos/multi_process.py", "pretrained/__init__.py", "pretrained/gguf.py",
     "pretrained/gpt2.py", "pretrained/llama.py", "pretrained/smollm2.py",
-    "pretrained/state_dict.py", "pretrained/tokeniser.py",
+    "pretrained/state_dict.py", "pretrained/tokeniser.py", "files.py",
 ]  # fmt: skip
 
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
 import regex
+
+from .files import write_atomically
 
 __all__ = [
     "BytePairEncoding",
@@ -581,7 +581,7 @@ class BytePairEncoding:
         The JSON goes to a temporary file beside ``path``, renamed to ``path`` once whole: an
         interrupted save leaves the previous file as it was.
         """
-        _write_text_atomically(Path(path), json.dumps(self.to_dict()))
+        write_atomically(path, json.dumps(self.to_dict()))
 
     @classmethod
     def load(cls, path) -> BytePairEncoding:
@@ -668,25 +668,3 @@ class BytePairEncoding:
         if len(encoder) != len(token_bytes):
             raise ValueError("encoder.json and vocab.bpe have different numbers of tokens")
         return cls(token_bytes, pattern=GPT2_PATTERN, special_tokens=specials, merges=merges)
-
-
-def _write_text_atomically(path: Path, text: str) -> None:
-    """``text`` (UTF-8) into a new temporary file beside ``path``, then renamed to ``path``.
-
-    Beside it, so that ``os.replace`` is a rename within one file system, which is atomic:
-    ``path`` holds the old file or the whole new one, never a part.
-    """
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            # The permissions open() would give; mkstemp's 0600 is for secrets.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(file.fileno(), 0o666 & ~umask)
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
