@@ -77,7 +77,7 @@ unit: $(MODEL)
 # checkpoint changes neither the committed file (from which the book's figures were drawn, and which
 # the browser test recomputes) nor what another chapter, running at the same time in the other
 # process, reads.
-NBVAL_RUN    := .nbval-run
+NBVAL_RUN    ?= .nbval-run
 NBVAL_COPIES := $(foreach nb,$(NOTEBOOKS),$(NBVAL_RUN)/$(basename $(notdir $(nb)))/book/$(notdir $(nb)))
 NBVAL_OPTS   := --nbval-sanitize-with book/sanitize.cfg --nbval-cell-timeout=2400
 define nbval_copies
