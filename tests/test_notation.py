@@ -350,3 +350,173 @@ def test_chapter_14_detector_fails_on_the_old_text() -> None:
         assert chapter_14_drifts(prose_of(text)), text
     for text in new:
         assert not chapter_14_drifts(prose_of(text)), text
+
+
+# ---- the letters of chapters 8, 10 and 11 (review 2026-12-01, item 6) ------------------------
+
+# The preface gives r, alpha and Z to the low-rank adapter, o to the logits, zeta to a softmax's
+# normaliser, tau to its temperature and the bar to a norm's output. Chapters 8, 10 and 11 used
+# to spend those letters on other things: the logits z (8), the encoder's outputs Z and the
+# padding indicator r_{b,n} (10), the convolution's window r and sharpness alpha, linear
+# attention's normaliser z_n, the online softmax's normaliser l_j and a graph's receivers r_e
+# (11). None of these letters is left in those chapters' maths.
+_MATHS = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
+FREED_LETTERS: dict[str, dict[str, re.Pattern[str]]] = {
+    "08_vision_transformer.ipynb": {"z": re.compile(r"(?<![\\\w])z(?![A-Za-z])")},
+    "10_encoder_decoder.ipynb": {
+        "Z": re.compile(r"(?<![\\\w])Z(?![A-Za-z])"),
+        "z": re.compile(r"(?<![\\\w])z(?![A-Za-z])"),
+        "r": re.compile(r"(?<![\\\w])r(?![A-Za-z])"),
+    },
+    "11_relations.ipynb": {
+        "r": re.compile(r"(?<![\\\w])r(?![A-Za-z])"),
+        "alpha": re.compile(r"\\alpha(?![A-Za-z])"),
+        "z": re.compile(r"(?<![\\\w])z(?![A-Za-z])"),
+        "ell": re.compile(r"\\ell(?![A-Za-z])"),
+        "o": re.compile(r"(?<![\\\w])o(?![A-Za-z])"),
+    },
+}
+
+
+def freed_letter_uses(prose: str, pattern: re.Pattern[str]) -> list[str]:
+    """Each piece of maths (``$...$`` or ``$$...$$``) of ``prose`` that uses the letter."""
+    return [m.group(0) for m in _MATHS.finditer(prose) if pattern.search(m.group(0))]
+
+
+@pytest.mark.parametrize(
+    ("page", "letter"),
+    [(page, letter) for page, letters in FREED_LETTERS.items() for letter in letters],
+)
+def test_chapters_8_10_11_leave_the_preface_letters_alone(page: str, letter: str) -> None:
+    found = freed_letter_uses(page_prose(BOOK / page), FREED_LETTERS[page][letter])
+    assert not found, (
+        f"{page}'s maths uses {letter}, which the preface gives another meaning: {found}"
+    )
+
+
+def test_freed_letters_detector_fails_on_the_old_text() -> None:
+    old_and_new = [
+        (
+            "08_vision_transformer.ipynb",
+            "z",
+            r"$p_c(z) = \exp z_c / \sum_{c'} \exp z_{c'}$",
+            r"$p_c(o) = \exp o_c / \sum_{c'} \exp o_{c'}$",
+        ),
+        (
+            "10_encoder_decoder.ipynb",
+            "Z",
+            r"the encoder's outputs $Z = [z_1, \dots, z_{N_s}]$",
+            r"the encoder's outputs $\bar X = [\bar x_1, \dots, \bar x_{N_s}]$",
+        ),
+        (
+            "10_encoder_decoder.ipynb",
+            "z",
+            r"$(U'_{k,h} z_{n'})^\top U'_{q,h} \bar y_n$",
+            r"$(U'_{k,h} \bar x_{n'})^\top U'_{q,h} \bar y_n$",
+        ),
+        (
+            "10_encoder_decoder.ipynb",
+            "r",
+            r"$\sum_{n=1}^{N_t} r_{b,n}$",
+            r"$\sum_{n=1}^{N_t} [c_{b,n} \neq \langle\mathrm{pad}\rangle]$, $\rightarrow$",
+        ),
+        (
+            "11_relations.ipynb",
+            "r",
+            r"a window of $r \times r$ pixels, $O(\log_r N)$",
+            r"a window of $N_w \times N_w$ pixels, $O(\log_{N_w} N)$, $\lVert \delta \rVert$",
+        ),
+        (
+            "11_relations.ipynb",
+            "r",
+            r"$y_n = \sum_{e : r_e = n} a_e \, v_{s_e}$",
+            r"$y_n = \sum_{e : n_e = n} a_e \, v_{n'_e}$",
+        ),
+        ("11_relations.ipynb", "alpha", r"falls like $e^{-\alpha}$", r"falls like $e^{-1/\tau}$"),
+        (
+            "11_relations.ipynb",
+            "z",
+            r"$z_n = z_{n-1} + \phi(k_n)$",
+            r"$\zeta_n = \zeta_{n-1} + \phi(k_n)$",
+        ),
+        ("11_relations.ipynb", "ell", r"$y = o_N / \ell_N$", r"$y = \tilde y_N / \zeta_N$"),
+        ("11_relations.ipynb", "o", r"$y = o_N / \ell_N$", r"$y = \tilde y_N / \zeta_N$"),
+    ]
+    for page, letter, old, new in old_and_new:
+        pattern = FREED_LETTERS[page][letter]
+        assert freed_letter_uses(prose_of(old), pattern), (letter, old)
+        assert not freed_letter_uses(prose_of(new), pattern), (letter, new)
+
+
+# The logits are o wherever a chapter names them (chapter 9, which samples from them, included).
+LOGITS_Z = re.compile(
+    r"\blogits?\s+\$z"  # the logits $z$
+    r"|\bscores\s+\$z\$"  # class scores $z$
+    r"|\\exp\s*\(?\s*z_"  # \exp z_c, \exp(z_v / \tau)
+    r"|p_\{?c[^}$]*\}?\(z"  # p_c(z), p_{c_b}(z_b)
+    r"|(?<![\\\w])z_\{b,"  # z_{b,c}
+)
+LOGITS_PENDING = {"09_language_model.ipynb"}  # not this work's page: its owner renames them
+
+
+def _logit_cases():
+    for page in PAGES:
+        marks = ()
+        if page in LOGITS_PENDING:
+            marks = pytest.mark.xfail(strict=True, reason="logits still z; remove once renamed")
+        yield pytest.param(page, marks=marks, id=page)
+
+
+@pytest.mark.parametrize("page", list(_logit_cases()))
+def test_logits_are_o(page: str) -> None:
+    found = [m.group(0) for m in LOGITS_Z.finditer(page_prose(BOOK / page))]
+    assert not found, f"{page} writes the logits z (the preface's letter is o): {found}"
+
+
+def test_logits_detector_fails_on_the_old_text() -> None:
+    for old, new in [
+        (r"reads the $C = 10$ class scores $z$, the", r"reads the $C = 10$ class scores $o$, the"),
+        (
+            r"divides the logits $z$ before the softmax, $p_\tau(v) \propto \exp(z_v / \tau)$",
+            r"divides the logits $o$ before the softmax, $p_\tau(v) \propto \exp(o_v / \tau)$",
+        ),
+        (
+            r"$\log p_{c_b}(z_b) = \log \sum_{c'} \exp z_{b,c'} - z_{b,c_b}$",
+            r"$\log p_{c_b}(o_b) = \log \sum_{c'} \exp o_{b,c'} - o_{b,c_b}$",
+        ),
+        (r"$\frac{\partial}{\partial z_{b,c}}$", r"$\frac{\partial}{\partial o_{b,c}}$"),
+        (r"the GELU $\sigma(z) = z\, \Phi(z)$",) * 2,  # an activation's argument stays z
+    ]:
+        if old != new:
+            assert LOGITS_Z.search(prose_of(old)), old
+        assert not LOGITS_Z.search(prose_of(new)), new
+
+
+def test_chapter_10_figure_labels_the_encoders_outputs_x_bar() -> None:
+    """fig-ch10-architecture's labels are code strings, not prose: they are read here."""
+    nb = nbformat.reads((BOOK / "10_encoder_decoder.ipynb").read_text(encoding="utf-8"), 4)
+    (cell,) = [
+        c
+        for c in nb.cells
+        if c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name")
+        == "fig-ch10-architecture"
+    ]
+    labels = re.findall(r'"((?:[^"\\]|\\.)*\$(?:[^"\\]|\\.)*)"', cell.source)  # strings with maths
+    assert labels, "the figure's labels were not found"
+    found = [label for label in labels if re.search(r"\$Z\$|from \$Y\$", label)]
+    assert not found, f"the figure labels the encoder's outputs Z or the queries Y: {found}"
+    assert any(r"\\bar X" in label for label in labels), labels
+
+
+def test_preface_table_names_the_new_letters() -> None:
+    table = (BOOK / "intro.md").read_text(encoding="utf-8")
+    for row in (
+        r"| $o$, $o_c$ |",
+        r"| $\zeta$ |",
+        r"| $\tau$ |",
+        r"| $\bar X$, $\bar x_n$ |",
+        r"| $N_s$, $N_t$, $N_w$ |",
+        r"| $\odot$, $\oplus$ |",
+        r"| $[\,\cdot\,]$ |",
+    ):
+        assert row in table, row
