@@ -26,14 +26,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
 
+from transformer_intro import files
 from transformer_intro.exercises.quiz import Quiz, load_quizzes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,16 +121,10 @@ def update_notebook(nb, quizzes: dict) -> list[str]:
 
 
 def write_atomically(nb, path: Path) -> None:
+    """The notebook, validated, written whole or not at all (transformer_intro.files)."""
     text = nbformat.writes(nb) + "\n"
     nbformat.validate(nbformat.reads(text, as_version=4))
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    files.write_atomically(path, text)
 
 
 def main(argv: list[str] | None = None) -> int:

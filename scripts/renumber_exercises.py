@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
+
+from transformer_intro.files import write_atomically
 
 HEADING = re.compile(r"^\*\*Coding exercise (\d+)\.C?(\d+):", re.MULTILINE)
 REFERENCE = re.compile(r"\b([Cc]oding exercises?) (\d+)\.(\d+)\b")
@@ -63,13 +63,10 @@ def renumber_notebook(path: Path, write: bool = True) -> list[str]:
             changes.append(f"{path.name}, cell {i}: {first[:70]}")
             cell["source"] = new.splitlines(keepends=True)
     if changes and write:
-        # the layout Jupyter writes (indent 1, UTF-8 kept), through a temporary file
+        # the layout Jupyter writes (indent 1, UTF-8 kept), written whole or not at all
         out = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
-        fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".ipynb")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(out)
-        json.loads(Path(temporary).read_text())
-        os.replace(temporary, path)
+        json.loads(out)
+        write_atomically(path, out)
     return changes
 
 

@@ -253,3 +253,28 @@ def test_a_missing_folder_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="its folder .*missing.* does not exist"):
         write_atomically(tmp_path / "missing" / "result.json", "{}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_renumbering_or_quiz_refresh_leaves_the_notebook(
+    tmp_path, fill_disk, monkeypatch
+):
+    """scripts/renumber_exercises.py and scripts/quiz_cells.py rewrite committed chapters."""
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["## Coding exercises\n"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["**Coding exercise 3.7: the mask.**"]},
+    ]
+    path = tmp_path / "03_x.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}}, indent=1) + "\n")
+    before = path.read_bytes()
+    renumber, quiz_cells = script("renumber_exercises"), script("quiz_cells")
+    fill_disk()
+    with pytest.raises(OSError, match="No space left"):
+        renumber.renumber_notebook(path)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A chapter")])
+    with pytest.raises(OSError, match="No space left"):
+        quiz_cells.write_atomically(notebook, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["03_x.ipynb"]
+    assert renumber.renumber_notebook(path)  # control: completed, the renumbering lands
+    assert "Coding exercise 3.C1: the mask." in path.read_text()
