@@ -2445,6 +2445,156 @@ window.BOOK_QUIZZES = {
    ]
   }
  ],
+ "17_learning_from_a_verifier": [
+  {
+   "type": "choice",
+   "question": "REINFORCE estimates the gradient of the expected reward as the mean of (<i>R</i> &minus; &mu;) &nabla; log &pi;(<i>a</i>) over sampled answers. Which baseline &mu; keeps it unbiased?",
+   "options": [
+    {
+     "text": "Any number that does not depend on the sampled answer",
+     "correct": true,
+     "explanation": "Its term has expectation &mu; &Sigma;<sub>a</sub> &nabla;&pi;(<i>a</i>) = &mu; &nabla;1 = 0, whatever the number."
+    },
+    {
+     "text": "Only &mu; = 0",
+     "correct": false,
+     "explanation": "Zero is unbiased, but so is every constant; a good one lowers the variance."
+    },
+    {
+     "text": "The reward of the sampled answer itself",
+     "correct": false,
+     "explanation": "A baseline that depends on the answer no longer cancels: here the estimate would be zero every time."
+    },
+    {
+     "text": "Any number, as long as it is positive and smaller than the largest reward",
+     "correct": false,
+     "explanation": "The sign does not matter; what matters is that it does not depend on the answer sampled."
+    }
+   ]
+  },
+  {
+   "type": "numeric",
+   "question": "A prompt's 4 sampled answers get rewards 1, 0, 0, 0. What is the right answer's advantage when the rewards are centred on their group's mean but not divided by their spread?",
+   "answer": 0.75,
+   "tolerance": 0.001,
+   "explanation": "The group's mean is 1/4, so the right answer's advantage is 1 &minus; 0.25 = 0.75 (and each wrong one's &minus;0.25: they sum to zero).",
+   "hint": "Subtract the mean of the four rewards.",
+   "mistakes": [
+    {
+     "value": 1,
+     "explanation": "That is the reward itself: the baseline, the group's mean, is subtracted."
+    },
+    {
+     "value": 1.5,
+     "explanation": "That divides by the standard deviation too (0.5); the question asks for the centred reward only."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "In PPO's clipped objective min(&kappa; <i>A</i>, clip(&kappa;, 1 &minus; &epsilon;, 1 + &epsilon;) <i>A</i>) with <i>A</i> &gt; 0, what happens to a token whose ratio &kappa; has reached 1.5 with &epsilon; = 0.2?",
+   "options": [
+    {
+     "text": "It still gets the full gradient <i>A</i> &nabla;&kappa;",
+     "correct": false,
+     "explanation": "The minimum picks the clipped term, 1.2 <i>A</i>, which does not change with &kappa;."
+    },
+    {
+     "text": "It gets no gradient",
+     "correct": true,
+     "explanation": "Past 1 + &epsilon; in the direction its advantage pushes, the token stops being pushed."
+    },
+    {
+     "text": "Its gradient changes sign, pulling &kappa; back to 1.2",
+     "correct": false,
+     "explanation": "The clip flattens the objective; it does not pull back. Only a KL penalty or a later batch would."
+    },
+    {
+     "text": "The whole answer it belongs to is dropped from the batch",
+     "correct": false,
+     "explanation": "The clip acts token by token; the answer's other tokens keep their gradients."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "GRPO estimates the KL divergence to the reference with <i>k</i><sub>3</sub> = &lambda; &minus; log &lambda; &minus; 1, &lambda; = &pi;<sub>ref</sub>/&pi;, rather than with the log ratio log &pi; &minus; log &pi;<sub>ref</sub>. Why?",
+   "options": [
+    {
+     "text": "The log ratio is biased; k<sub>3</sub> is not",
+     "correct": false,
+     "explanation": "Both have the exact KL as their expectation under &pi;; the chapter measured it on the enumerable policy."
+    },
+    {
+     "text": "k<sub>3</sub> is never negative and spreads less",
+     "correct": true,
+     "explanation": "&lambda; &minus; 1 &ge; log &lambda;, so k<sub>3</sub> &ge; 0, and its standard deviation was a fifth of the log ratio's."
+    },
+    {
+     "text": "k<sub>3</sub> needs no reference model",
+     "correct": false,
+     "explanation": "&lambda; is the reference's probability over the policy's: both models are needed."
+    },
+    {
+     "text": "k<sub>3</sub> is cheaper to compute than a log ratio of two models",
+     "correct": false,
+     "explanation": "It is computed from that very log ratio, plus an exponential: cost is not the reason."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "The dates model trained with GRPO on the four unseen formats was never shown a right answer. What did it learn from?",
+   "options": [
+    {
+     "text": "Nothing new: its gain on the unseen formats is zero-shot generalisation",
+     "correct": false,
+     "explanation": "It trained on fresh prompts in those very formats; that is learning them, not generalising to them."
+    },
+    {
+     "text": "From the supervised model's answers, distilled",
+     "correct": false,
+     "explanation": "No other model took part; the reference model only enters the KL penalty."
+    },
+    {
+     "text": "From verdicts on its own samples in those formats",
+     "correct": true,
+     "explanation": "Each step sampled 8 answers per prompt and weighted each by its advantage; a right one is pushed up."
+    },
+    {
+     "text": "From the held-out test dates, which it was scored on",
+     "correct": false,
+     "explanation": "The prompts exclude every test date; the test sets only measure."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "DPO's loss depends on the policy only through the margin of two log-ratios to the reference. What can happen to the chosen answers' log-probability while the loss falls?",
+   "options": [
+    {
+     "text": "It must rise: that is what the loss asks",
+     "correct": false,
+     "explanation": "The loss asks the chosen answer to rise relative to the rejected one, not in absolute terms."
+    },
+    {
+     "text": "It can fall too",
+     "correct": true,
+     "explanation": "The margin grows either way; the probability taken from both goes to answers in neither list."
+    },
+    {
+     "text": "It cannot change at all: DPO moves only the rejected answers",
+     "correct": false,
+     "explanation": "The gradient pushes both: up for the chosen, down for the rejected, equally in the log-probabilities."
+    },
+    {
+     "text": "It stays where it was, at log 2 nats",
+     "correct": false,
+     "explanation": "log 2 is the loss's value at the start, where the policy is the reference, not a log-probability."
+    }
+   ]
+  }
+ ],
  "19_speed_and_memory": [
   {
    "type": "numeric",
