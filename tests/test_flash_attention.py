@@ -96,7 +96,7 @@ def test_the_forward_saves_one_log_sum_exp_per_query_and_nothing_n_by_n(causal):
     _, backward = jax.vjp(jax.jit(lambda k, q, v: flash_attention(k, q, v, causal=causal)), k, q, v)
     saved = jax.tree.leaves(backward)
     shapes = sorted(tuple(x.shape) for x in saved)
-    assert shapes == [(num_tokens,)] + [(num_tokens, width)] * 4  # k, q, v, y and λ
+    assert shapes == [(num_tokens,)] + [(num_tokens, width)] * 4  # k, q, v, y and ℓ
     assert all(x.size < num_tokens**2 for x in saved)
     log_sum_exp = next(x for x in saved if x.ndim == 1)
     scores = k @ q.T / np.sqrt(width)
@@ -114,7 +114,7 @@ def test_the_inspection_sees_the_plain_forms_n_by_n_weights():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_control_a_backward_without_the_log_sum_exp_is_wrong(causal):
-    """The running maximum in place of λ = ŝ + log ζ leaves the weights unnormalised."""
+    """The running maximum in place of ℓ = ŝ + log ζ leaves the weights unnormalised."""
     k, q, v, w = _sequence()
     forward = jax.jit(flash_attention_forward, static_argnames="causal")
     backward = jax.jit(flash_attention_backward, static_argnames="causal")

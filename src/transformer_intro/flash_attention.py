@@ -11,8 +11,8 @@ largest score so far ``ŝ``, the normaliser ``ζ`` relative to it and the weight
     ỹ_j = ỹ_{j-1} e^{ŝ_{j-1} - ŝ_j} + Σ_{n' in tile j} e^{s[n', n] - ŝ_j} v_n',
 
 and ``y_n = ỹ / ζ`` after the last tile. The forward pass saves one number per query besides its
-inputs and output, the log-sum-exp of its scores ``λ_n = ŝ + log ζ``. From it the backward pass
-(``jax.custom_vjp``) recomputes any tile of the weights exactly, ``A[n', n] = e^{s[n', n] - λ_n}``,
+inputs and output, the log-sum-exp of its scores ``ℓ_n = ŝ + log ζ``. From it the backward pass
+(``jax.custom_vjp``) recomputes any tile of the weights exactly, ``A[n', n] = e^{s[n', n] - ℓ_n}``,
 and with ``δ_n = Σ_i dy_{n,i} y_{n,i}`` (one more number per query) the gradients are
 FlashAttention-2's (Dao, 2023):
 
@@ -90,7 +90,7 @@ def flash_attention_forward(
     query_tile: int = 64,
     key_tile: int = 64,
 ) -> tuple[Float[Array, "Nout Dv"], Float[Array, " Nout"]]:
-    """The tiled forward pass: the output and each query's log-sum-exp ``λ_n``.
+    """The tiled forward pass: the output and each query's log-sum-exp ``ℓ_n``.
 
     Args:
         keys: (Nin, K), one key per input token.
@@ -101,7 +101,7 @@ def flash_attention_forward(
         key_tile: keys per tile (clipped to Nin); must divide Nin.
 
     Returns:
-        y (Nout, Dv) and ``λ_n = log Σ_n' e^{s[n', n]}`` (Nout,).
+        y (Nout, Dv) and ``ℓ_n = log Σ_n' e^{s[n', n]}`` (Nout,).
     """
     _check(keys, queries, values, causal)
     num_in, num_out = keys.shape[0], queries.shape[0]
@@ -158,7 +158,7 @@ def flash_attention_backward(
 ) -> tuple[Float[Array, "Nin K"], Float[Array, "Nout K"], Float[Array, "Nin Dv"]]:
     """The tiled backward pass from the saved log-sum-exp: (dkeys, dqueries, dvalues).
 
-    Each tile of weights is recomputed as ``A[n', n] = e^{s[n', n] - λ_n}``. The key tiles'
+    Each tile of weights is recomputed as ``A[n', n] = e^{s[n', n] - ℓ_n}``. The key tiles'
     gradients scan over the query tiles and the query tiles' gradients over the key tiles, so
     that each sum is accumulated in one place and no tile of size N x N is ever formed.
     """
@@ -183,7 +183,7 @@ def flash_attention_backward(
         key_block, value_block, key_start = key_part
         query_block, dy_block, lse_block, delta_block, query_start = query_part
         scores = _tile_scores(key_block, query_block, key_start, query_start, scale, causal)
-        weights = jnp.exp(scores - lse_block[None, :])  # A[n', n], exact from λ_n
+        weights = jnp.exp(scores - lse_block[None, :])  # A[n', n], exact from ℓ_n
         score_gradient = weights * (value_block @ dy_block.T - delta_block[None, :])
         return weights, score_gradient
 
@@ -231,7 +231,7 @@ def _flash_forward(keys, queries, values, causal, query_tile, key_tile):
     outputs, log_sum_exp = flash_attention_forward(
         keys, queries, values, causal=causal, query_tile=query_tile, key_tile=key_tile
     )
-    # What the backward pass keeps: the inputs, the output and one λ_n per query.
+    # What the backward pass keeps: the inputs, the output and one ℓ_n per query.
     return outputs, (keys, queries, values, outputs, log_sum_exp)
 
 

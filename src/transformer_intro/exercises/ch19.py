@@ -1,4 +1,4 @@
-"""Chapter 19 (speed and memory): a product's intensity, one tile of the online softmax, λ."""
+"""Chapter 19 (speed and memory): a product's intensity, one tile of the online softmax, ℓ."""
 
 from __future__ import annotations
 
@@ -134,13 +134,13 @@ SAVED_LOG_SUM_EXP = Exercise(
         ),
         Diagnosis.like(
             "over_the_queries",
-            "the sum runs over the queries: λ_n sums e^(s_n',n) over the keys n', one number "
+            "the sum runs over the queries: ℓ_n sums e^(s_n',n) over the keys n', one number "
             "per query",
             lambda k, q: _log_sum_exp(q, k),
         ),
         Diagnosis.like(
             "maximum_only",
-            "only the largest score is returned: λ_n = ŝ + log ζ, the log of the normaliser added",
+            "only the largest score is returned: ℓ_n = ŝ + log ζ, the log of the normaliser added",
             lambda k, q: (
                 (np.asarray(k, np.float64) @ np.asarray(q, np.float64).T / np.sqrt(np.shape(k)[1]))
                 .max(axis=0)
