@@ -12,7 +12,13 @@ import functools
 
 import numpy as np
 import pytest
-from explore_helpers import assert_shows_columns, select, wait_for_figure
+from explore_helpers import (
+    assert_shows_columns,
+    matches,
+    read_values,
+    select,
+    wait_for_figure,
+)
 
 PAGE = "book/15_pretrained_model.html"
 FIGURE = "fig-ch15-attention"
@@ -67,3 +73,30 @@ def test_figure_shows_the_models_attention(html_dir, book_server, driver, screen
     assert checked == 3 * 3 * 2
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
     root.screenshot(str(screenshot_dir / "fig-ch15-explore.png"))
+
+
+@pytest.mark.browser
+def test_figure_opens_on_the_view_its_prose_describes(html_dir, book_server, driver):
+    # The chapter's prose: the page opens on block 1, head 1, at the last output, the full stop,
+    # whose weight is spread with most of it on the second "the", "did" and "case", and no
+    # token gets a third of it.
+    maps = recomputed()
+    n = maps.shape[-1]
+    driver.get(book_server.url + PAGE)
+    root = wait_for_figure(driver, FIGURE)
+    status = root.find_element("css selector", ".ti-status").text
+    assert f"output n = {n} (\u201c.\u201d)" in status and "block 1, head 1;" in status, status
+    shown = np.asarray(read_values(driver, FIGURE))
+    opening = maps[0, 0][:, n - 1]
+    assert matches(shown, opening)
+    assert not matches(shown, maps[0, 0][:, n - 2])  # control: the output before it
+    # The page shows a space as U+2423; the tokens are compared without it.
+    inputs = driver.execute_script(
+        "return [...arguments[0].querySelectorAll('.ti-weights .ti-in .ti-tok')]"
+        ".map((e) => e.textContent.replace(/\u2423/g, ' ').trim());",
+        root,
+    )
+    largest = np.argsort(shown)[::-1][:3]
+    assert [inputs[i] for i in largest] == ["the", "did", "case"], inputs
+    assert list(largest) == [6, 2, 8]  # the second "the", not the first (token 1)
+    assert shown.max() < 1 / 3
