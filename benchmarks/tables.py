@@ -166,6 +166,67 @@ def ablation(files: Files) -> str:
     return f"{measured_on(result)}\n\n{table}"
 
 
+# ---- chapters 13 and 14: three seeds of each run ----------------------------------------------
+
+SEED_RUNS = {  # the runs of seed_spread.py, in the words of the lm-ablation table and chapter 13
+    ("ablation", "baseline"): "chapter 9's model (AdamW)",
+    ("ablation", "rmsnorm"): "RMSNorm",
+    ("ablation", "swiglu"): "SwiGLU",
+    ("ablation", "gqa"): "grouped-query attention, 2 key-value heads",
+    ("ablation", "qk_norm"): "QK-norm",
+    ("ablation", "rotary"): "rotary base 100,000, half layout",
+    ("ablation", "muon"): "Muon",
+    ("ablation", "combined"): "all together",
+    ("ablation", "combined_plus"): "all together, ReLU² MLP instead of SwiGLU, 6 blocks",
+    ("ch13", "characters"): "characters",
+    ("ch13", "BPE"): "512 byte-pair tokens",
+}
+SEED_GROUPS = {"ablation": ("14", "nats/char"), "ch13": ("13", "bits/char")}
+
+
+def seed_spread(files: Files) -> str:
+    result = files.result("seed_spread.json")
+    rows = []
+    for group, (chapter, unit) in SEED_GROUPS.items():
+        for variant, entry in result["spreads"].get(group, {}).items():
+            if sorted(entry["seeds"]) != [0, 1, 2]:
+                continue  # a run with fewer seeds has no spread to show yet
+            runs = sorted(
+                (r for r in result["runs"] if (r["group"], r["variant"]) == (group, variant)),
+                key=lambda r: r["seed"],
+            )
+            finals = [
+                r["bits_per_character" if group == "ch13" else "nats_per_symbol"] for r in runs
+            ]
+            if finals != [entry["finals"][entry["seeds"].index(r["seed"])] for r in runs]:
+                raise ValueError(f"seed_spread.json: the spreads of {group} {variant} are stale")
+            rows.append(
+                [
+                    chapter,
+                    SEED_RUNS[group, variant],
+                    ", ".join(f"{r['steps']:,}" for r in runs[:1]),
+                    ", ".join(str(r["seed"]) for r in runs),
+                    ", ".join(f"{f:.3f}" for f in finals),
+                    f"{np.mean(finals):.3f}",
+                    f"{max(finals) - min(finals):.3f}",
+                    unit,
+                ]
+            )
+    start = result["invocations"][0]["load_average_start"]
+    ends = [r["load_average"][1] for r in result["runs"]]
+    opening = (
+        f"Measured on {describe_machine(result['machine'])} (one-minute load average "
+        f"{start[0]:.1f} at the start, {min(e[0] for e in ends):.1f} to "
+        f"{max(e[0] for e in ends):.1f} after the runs)."
+    )
+    table = markdown_table(
+        ["chapter", "run", "steps", "seeds", "held-out loss", "mean", "spread", "unit"],
+        "llrrrrrl",
+        rows,
+    )
+    return f"{opening}\n\n{table}"
+
+
 # ---- chapters 15 and 16: SmolLM2 ---------------------------------------------------------------
 
 
@@ -357,6 +418,7 @@ def records(files: Files) -> str:
 TABLES: dict[str, Callable[[Files], str]] = {
     "nanogpt": nanogpt,
     "lm-ablation": ablation,
+    "seed-spread": seed_spread,
     "pretrained-speed": pretrained_speed,
     "pretrained-speed-blocks": pretrained_speed_blocks,
     "smollm2-dates": smollm2_dates,

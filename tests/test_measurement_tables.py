@@ -225,6 +225,56 @@ def test_the_ablation_prose_follows_from_its_file():
     assert "the seed column says which seeds each row ran" in text
 
 
+def test_the_seed_runs_are_what_their_file_and_the_saved_runs_say():
+    """Each seed-0 run of seed_spread.json is the chapter's saved run (its last evaluation, to
+    the rounding of another processor), whether the script trained it again or read it; and
+    the spreads the file and the table give are its runs' own."""
+    measured = result("seed_spread.json")
+    saved = {
+        ("ablation", "baseline"): "shakespeare_adamw_200.eqx",
+        ("ablation", "muon"): "shakespeare_muon_200.eqx",
+        ("ch13", "characters"): "shakespeare_characters_300.eqx",
+        ("ch13", "BPE"): "shakespeare_bpe_300.eqx",
+    }
+    checked = 0
+    for run in measured["runs"]:
+        name = saved.get((run["group"], run["variant"]))
+        if name is None or run["seed"] != 0:
+            continue
+        header, _ = tables().saved_run(ROOT / "book" / "checkpoints" / name)
+        assert run["recipe"] == header["recipe"]
+        final = header["history"]["evaluations"][-1]
+        assert final["step"] == run["steps"]
+        assert abs(final["nats_per_symbol"] - run["nats_per_symbol"]) < 1e-4, run["variant"]
+        checked += 1
+    assert checked == len(saved)
+    # the control: another seed is another run (the seed reaches the weights or the batches)
+    first = {
+        (r["group"], r["variant"]): r["nats_per_symbol"] for r in measured["runs"] if r["seed"] == 0
+    }
+    for run in measured["runs"]:
+        if run["seed"] != 0 and (run["group"], run["variant"]) in first:
+            assert abs(run["nats_per_symbol"] - first[run["group"], run["variant"]]) > 1e-4
+    for group, variants in measured["spreads"].items():
+        for variant, entry in variants.items():
+            key = "bits_per_character" if group == "ch13" else "nats_per_symbol"
+            finals = {
+                r["seed"]: r[key]
+                for r in measured["runs"]
+                if (r["group"], r["variant"]) == (group, variant)
+            }
+            assert entry["finals"] == [finals[seed] for seed in entry["seeds"]]
+            assert math.isclose(entry["spread"], max(finals.values()) - min(finals.values()))
+    complete = [
+        (group, variant)
+        for group, variants in measured["spreads"].items()
+        for variant, entry in variants.items()
+        if sorted(entry["seeds"]) == [0, 1, 2]
+    ]
+    table = tables().seed_spread(tables().Files())
+    assert len(markdown_tables(table)) == 1 and table.count("\n| ") == len(complete) + 2
+
+
 def test_the_llama_cpp_prose_follows_from_its_file():
     measured = result("pretrained_speed.json")
     runs, agreed = measured["runs"], measured["tokens_equal_to_book_before_first_difference"]
