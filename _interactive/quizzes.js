@@ -181,22 +181,22 @@ window.BOOK_QUIZZES = {
     {
      "text": "<i>A</i> is symmetric, <i>A</i><sub><i>n</i>′,<i>n</i></sub> = <i>A</i><sub><i>n</i>,<i>n</i>′</sub>, since the softmax keeps the scores' symmetry",
      "correct": false,
-     "explanation": "This is Turner's conclusion, which the chapter corrects: different columns have different normalisers <i>Z</i><sub><i>n</i></sub>, so <i>A</i> is symmetric only in the special case of equal <i>Z</i><sub><i>n</i></sub>."
+     "explanation": "This is Turner's conclusion, which the chapter corrects: different columns have different normalisers <i>ζ</i><sub><i>n</i></sub>, so <i>A</i> is symmetric only in the special case of equal <i>ζ</i><sub><i>n</i></sub>."
     },
     {
-     "text": "No constraint at all: the normalisers <i>Z</i><sub><i>n</i></sub> remove the symmetry entirely",
+     "text": "No constraint at all: the normalisers <i>ζ</i><sub><i>n</i></sub> remove the symmetry entirely",
      "correct": false,
      "explanation": "A constraint remains: around any cycle of three tokens, <i>A</i><sub>1,2</sub> <i>A</i><sub>2,3</sub> <i>A</i><sub>3,1</sub> = <i>A</i><sub>2,1</sub> <i>A</i><sub>3,2</sub> <i>A</i><sub>1,3</sub>. Only separate keys and queries remove it."
     },
     {
      "text": "<i>A</i> is symmetric exactly when the projection is square, <i>K</i> = <i>D</i>",
      "correct": false,
-     "explanation": "The width of the projection does not decide it; equal normalisers <i>Z</i><sub><i>n</i></sub> do, and they can occur for any <i>K</i> (the chapter's first exercise builds them with <i>K</i> = 2)."
+     "explanation": "The width of the projection does not decide it; equal normalisers <i>ζ</i><sub><i>n</i></sub> do, and they can occur for any <i>K</i> (the chapter's first exercise builds them with <i>K</i> = 2)."
     },
     {
-     "text": "Detailed balance, <i>A</i><sub><i>n</i>′,<i>n</i></sub> <i>Z</i><sub><i>n</i></sub> = <i>A</i><sub><i>n</i>,<i>n</i>′</sub> <i>Z</i><sub><i>n</i>′</sub>; symmetric only for equal <i>Z</i><sub><i>n</i></sub>",
+     "text": "Detailed balance, <i>A</i><sub><i>n</i>′,<i>n</i></sub> <i>ζ</i><sub><i>n</i></sub> = <i>A</i><sub><i>n</i>,<i>n</i>′</sub> <i>ζ</i><sub><i>n</i>′</sub>; symmetric only for equal <i>ζ</i><sub><i>n</i></sub>",
      "correct": true,
-     "explanation": "The softmax divides each column by its own normaliser <i>Z</i><sub><i>n</i></sub>, so the symmetry of <i>S</i> survives only up to those factors."
+     "explanation": "The softmax divides each column by its own normaliser <i>ζ</i><sub><i>n</i></sub>, so the symmetry of <i>S</i> survives only up to those factors."
     }
    ]
   },
@@ -1103,27 +1103,27 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "choice",
-   "question": "What is the gradient of an example's cross-entropy with respect to its logit <i>z</i><sub><i>b</i>,<i>c</i></sub>?",
+   "question": "What is the gradient of an example's cross-entropy with respect to its logit <i>o</i><sub><i>b</i>,<i>c</i></sub>?",
    "options": [
     {
-     "text": "−1 / <i>p</i><sub><i>c</i><sub><i>b</i></sub></sub>(<i>z</i><sub><i>b</i></sub>)",
+     "text": "−1 / <i>p</i><sub><i>c</i><sub><i>b</i></sub></sub>(<i>o</i><sub><i>b</i></sub>)",
      "correct": false,
      "explanation": "That is the derivative with respect to the true class's probability, not with respect to a logit."
     },
     {
-     "text": "[<i>c</i> = <i>c</i><sub><i>b</i></sub>] − <i>p</i><sub><i>c</i></sub>(<i>z</i><sub><i>b</i></sub>)",
+     "text": "[<i>c</i> = <i>c</i><sub><i>b</i></sub>] − <i>p</i><sub><i>c</i></sub>(<i>o</i><sub><i>b</i></sub>)",
      "correct": false,
      "explanation": "The sign is flipped: this is the direction of a descent step, minus the gradient."
     },
     {
-     "text": "<i>p</i><sub><i>c</i></sub>(<i>z</i><sub><i>b</i></sub>) − [<i>c</i> = <i>c</i><sub><i>b</i></sub>]",
+     "text": "<i>p</i><sub><i>c</i></sub>(<i>o</i><sub><i>b</i></sub>) − [<i>c</i> = <i>c</i><sub><i>b</i></sub>]",
      "correct": true,
      "explanation": "The predicted distribution minus the one-hot label: every wrong class is pushed down in proportion to its probability, the true class up by what it lacked."
     },
     {
      "text": "Zero for every wrong class",
      "correct": false,
-     "explanation": "Wrong classes get <i>p</i><sub><i>c</i></sub>(<i>z</i><sub><i>b</i></sub>), which is positive: they are pushed down too."
+     "explanation": "Wrong classes get <i>p</i><sub><i>c</i></sub>(<i>o</i><sub><i>b</i></sub>), which is positive: they are pushed down too."
     }
    ]
   },
@@ -1262,7 +1262,7 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "choice",
-   "question": "Temperature divides the logits, <i>p</i><sub><i>τ</i></sub>(<i>v</i>) ∝ exp(<i>z</i><sub><i>v</i></sub> / <i>τ</i>). What happens as <i>τ</i> → 0?",
+   "question": "A temperature divides the logits, <i>p</i><sub><i>τ</i></sub>(<i>v</i>) ∝ exp(<i>o</i><sub><i>v</i></sub> / <i>τ</i>). What happens as <i>τ</i> → 0?",
    "options": [
     {
      "text": "The distribution becomes uniform over all symbols",
@@ -1350,7 +1350,7 @@ window.BOOK_QUIZZES = {
      "explanation": "The roles are swapped: the decoder reads the source, so its tokens supply the queries."
     },
     {
-     "text": "All three from <i>Z</i>, the encoder's outputs",
+     "text": "All three from <i>X̄</i>, the encoder's outputs",
      "correct": false,
      "explanation": "That is the encoder's own self-attention; cross-attention is where the two sequences meet."
     },
@@ -1360,7 +1360,7 @@ window.BOOK_QUIZZES = {
      "explanation": "Keys and values must come from the same tokens: the weights over source characters average the source's values."
     },
     {
-     "text": "Queries from the output tokens; keys and values from <i>Z</i>",
+     "text": "Queries from the output tokens; keys and values from <i>X̄</i>",
      "correct": true,
      "explanation": "Each output position asks its question of the source: <i>A</i>′<sub><i>h</i></sub> is <i>N</i><sub><i>s</i></sub> × <i>N</i><sub><i>t</i></sub>, source by output."
     }
@@ -1499,7 +1499,7 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "choice",
-   "question": "Linear attention carries a state (<i>S</i><sub><i>n</i></sub>, <i>z</i><sub><i>n</i></sub>) from token to token. How large is it?",
+   "question": "Linear attention carries a state (<i>S</i><sub><i>n</i></sub>, <i>ζ</i><sub><i>n</i></sub>) from token to token. How large is it?",
    "options": [
     {
      "text": "It grows by one key and one value per token, like a cache",
@@ -1519,7 +1519,7 @@ window.BOOK_QUIZZES = {
     {
      "text": "Fixed: <i>K</i> × <i>D</i><sub><i>v</i></sub> plus <i>K</i> numbers, for any length",
      "correct": true,
-     "explanation": "The sums over the past are accumulated into <i>S</i><sub><i>n</i></sub> and <i>z</i><sub><i>n</i></sub>, so linear attention is a recurrent network with a linear state update."
+     "explanation": "The sums over the past are accumulated into <i>S</i><sub><i>n</i></sub> and <i>ζ</i><sub><i>n</i></sub>, so linear attention is a recurrent network with a linear state update."
     }
    ]
   },
@@ -2132,12 +2132,12 @@ window.BOOK_QUIZZES = {
     {
      "text": "The maps before a zero map: the query, key and value maps and <i>W</i><sub>1</sub>",
      "correct": true,
-     "explanation": "∂ ℒ / ∂ <i>O</i><sub><i>h</i></sub> = Σ<sub><i>n</i></sub> (∂ ℒ / ∂ <i>y</i><sub><i>n</i></sub>) <i>z</i><sub><i>h</i>,<i>n</i></sub><sup>⊤</sup> is not zero, so <i>O</i><sub><i>h</i></sub> moves first, and the maps behind it follow from the second step on."
+     "explanation": "∂ ℒ / ∂ <i>O</i><sub><i>h</i></sub> = Σ<sub><i>n</i></sub> (∂ ℒ / ∂ <i>y</i><sub><i>n</i></sub>) times the transpose of what head <i>h</i> gathers at <i>n</i>, is not zero, so <i>O</i><sub><i>h</i></sub> moves first, and the maps behind it follow from the second step on."
     },
     {
      "text": "All weights: a model that computes the identity cannot start learning",
      "correct": false,
-     "explanation": "The zero maps themselves get a non-zero gradient, since what head <i>h</i> gathers, <i>z</i><sub><i>h</i>,<i>n</i></sub>, is not zero."
+     "explanation": "The zero maps themselves get a non-zero gradient, since what head <i>h</i> gathers (its weighted sum of values) is not zero."
     },
     {
      "text": "Only the zero maps <i>O</i><sub><i>h</i></sub> and <i>W</i><sub>2</sub> themselves, as their values are zero",
@@ -2652,7 +2652,7 @@ window.BOOK_QUIZZES = {
     {
      "text": "One log-sum-exp per query",
      "correct": true,
-     "explanation": "λ_n = ŝ + log ζ recomputes any weight exactly, A = exp(s − λ_n), a tile at a time."
+     "explanation": "ℓ_n = ŝ + log ζ recomputes any weight exactly, A = exp(s − ℓ_n), a tile at a time."
     },
     {
      "text": "The running maximum of each query's scores only",
@@ -2662,7 +2662,7 @@ window.BOOK_QUIZZES = {
     {
      "text": "Nothing: it recomputes the whole forward pass",
      "correct": false,
-     "explanation": "It recomputes the weights, but needs the normalisation λ to do so without another pass over all keys first."
+     "explanation": "It recomputes the weights, but needs the log-sum-exp ℓ to do so without another pass over all keys first."
     }
    ]
   },
