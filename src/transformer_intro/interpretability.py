@@ -27,6 +27,7 @@ probe's accuracy from being mistaken for what the model knows.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -507,29 +508,28 @@ def fit_probe(
         ``(W, b)``, shapes (F, C) and (C,): the logits of features x are ``x @ W + b``.
     """
     x = jnp.asarray(features, jnp.float32)
-    y = jnp.asarray(labels)
     mean, scale = x.mean(0), x.std(0) + 1e-6
-    z = (x - mean) / scale
-    params = (jnp.zeros((x.shape[1], num_classes)), jnp.zeros(num_classes))
-    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
-
-    def loss(p):
-        w, b = p
-        return _nats(z @ w + b, y).mean()
-
-    @jax.jit
-    def train(params):
-        def step(carry, _):
-            p, state = carry
-            grads = jax.grad(loss)(p)
-            updates, state = optimiser.update(grads, state, p)
-            return (optax.apply_updates(p, updates), state), None
-
-        (params, _), _ = jax.lax.scan(step, (params, optimiser.init(params)), None, steps)
-        return params
-
-    w, b = train(params)
+    w, b = _train_probe(
+        (x - mean) / scale, jnp.asarray(labels), learning_rate, weight_decay,
+        num_classes=num_classes, steps=steps,
+    )  # fmt: skip
     return w / scale[:, None], b - (mean / scale) @ w
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "steps"))
+def _train_probe(z, y, learning_rate, weight_decay, *, num_classes, steps):
+    """Full-batch AdamW on the standardised features; one compiled program per shape."""
+    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
+    params = (jnp.zeros((z.shape[1], num_classes)), jnp.zeros(num_classes))
+
+    def step(carry, _):
+        p, state = carry
+        grads = jax.grad(lambda p: _nats(z @ p[0] + p[1], y).mean())(p)
+        updates, state = optimiser.update(grads, state, p)
+        return (optax.apply_updates(p, updates), state), None
+
+    (params, _), _ = jax.lax.scan(step, (params, optimiser.init(params)), None, steps)
+    return params
 
 
 def probe_accuracy(probe, features: Float[ArrayLike, "L F"], labels: Int[ArrayLike, " L"]) -> float:
