@@ -456,7 +456,7 @@ LOGITS_Z = re.compile(
     r"|p_\{?c[^}$]*\}?\(z"  # p_c(z), p_{c_b}(z_b)
     r"|(?<![\\\w])z_\{b,"  # z_{b,c}
 )
-LOGITS_PENDING = {"09_language_model.ipynb"}  # not this work's page: its owner renames them
+LOGITS_PENDING: set[str] = set()  # pages still writing the logits z (none now)
 
 
 def _logit_cases():
