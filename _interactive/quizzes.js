@@ -2595,6 +2595,157 @@ window.BOOK_QUIZZES = {
    ]
   }
  ],
+ "18_inside_a_trained_model": [
+  {
+   "type": "choice",
+   "question": "Zero ablation of head h in block m is the same function as which edit of the model's weights?",
+   "options": [
+    {
+     "text": "Setting the head's query and key projections to zero",
+     "correct": false,
+     "explanation": "Zero queries and keys make the head's attention uniform, not absent: it still writes the average of its values into the residual stream."
+    },
+    {
+     "text": "Setting the head's output projection O<sub>h</sub> to zero",
+     "correct": true,
+     "explanation": "The head acts on the model only through its output V<sub>h</sub> X̄ A<sub>h</sub> = O<sub>h</sub> W<sub>h</sub> X̄ A<sub>h</sub>; with O<sub>h</sub> = 0 it writes nothing, which is what zero ablation removes."
+    },
+    {
+     "text": "Setting the block's attention normalisation gain to zero",
+     "correct": false,
+     "explanation": "That silences every head of the block at once (their input becomes the shift alone), not one head."
+    },
+    {
+     "text": "Removing the head's column from the causal mask",
+     "correct": false,
+     "explanation": "The mask decides which positions a head may read; it does not remove the head's output."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "A head writes the same vector at every position whatever the input. What do zero and mean ablation of it cost?",
+   "options": [
+    {
+     "text": "Both cost the same, since the head carries no information",
+     "correct": false,
+     "explanation": "Zero ablation removes the constant too, and later blocks may rely on it; only mean ablation puts it back."
+    },
+    {
+     "text": "Zero ablation may cost something, mean ablation costs nothing",
+     "correct": true,
+     "explanation": "The mean of a constant is the constant, so mean ablation changes nothing; zero ablation removes an offset that the later blocks may have learnt to expect."
+    },
+    {
+     "text": "Mean ablation costs more, since it adds a vector the head did not write",
+     "correct": false,
+     "explanation": "The average over windows of a constant output is exactly what the head wrote, so nothing foreign is added."
+    },
+    {
+     "text": "Neither can be measured, since the head's attention is not uniform",
+     "correct": false,
+     "explanation": "Ablation replaces the head's output; how the head attends does not matter to either measurement."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "On L random symbols followed by the same L again, where does an induction head at position n of the second half put its weight?",
+   "options": [
+    {
+     "text": "On position n - L, the earlier copy of the current symbol, which it matches",
+     "correct": false,
+     "explanation": "That is where the current symbol was; the head wants what came next, one position later."
+    },
+    {
+     "text": "On position n - 1, the previous symbol",
+     "correct": false,
+     "explanation": "That is a previous-token head, the first block's half of the circuit."
+    },
+    {
+     "text": "On position n - L + 1, the symbol that followed the earlier copy",
+     "correct": true,
+     "explanation": "The symbol after the earlier copy is what comes next this time too, so copying it predicts symbol n + 1: the prefix-matching score is the weight there."
+    },
+    {
+     "text": "Evenly on every earlier position",
+     "correct": false,
+     "explanation": "Uniform weights are what an untrained head does; they give a prefix-matching score of about 1/n."
+    }
+   ]
+  },
+  {
+   "type": "numeric",
+   "question": "A head weights the n symbols it may read equally. What is its prefix-matching score on repeated sequences with L = 2 (positions counted from 1, second half n = 3, 4)?",
+   "answer": 0.2917,
+   "tolerance": 0.005,
+   "answer_text": "(1/3 + 1/4) / 2 ≈ 0.29",
+   "explanation": "At n = 3 it puts 1/3 on each symbol, at n = 4 a quarter; the mean of the two is 7/24 ≈ 0.29.",
+   "hint": "At position n it reads n symbols; average the weight 1/n over the second half.",
+   "mistakes": [
+    {
+     "value": 0.5,
+     "explanation": "That is 1/L: the head reads all n symbols up to its own position, not L of them."
+    },
+    {
+     "value": 0.25,
+     "explanation": "That is the weight at n = 4 only; the score averages over both positions of the second half."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "A linear probe reads line position from the residual stream at 34%, against 25% for the majority class, and the same probe solves a control task that needs only the current character at 96%. What follows?",
+   "options": [
+    {
+     "text": "The model knows line position well: 34% is clearly above the majority class's 25%",
+     "correct": false,
+     "explanation": "Above the majority class says the property is there; the control shows how much more this probe could find if more were there."
+    },
+    {
+     "text": "The property is there, weakly: a probe able to memorise characters finds little of it",
+     "correct": true,
+     "explanation": "The probe is flexible enough to reach 96% on a character-identity task, so its 34% on line position says the stream carries that property only weakly (Hewitt and Liang's selectivity)."
+    },
+    {
+     "text": "The probe is broken, since it does better on the control than on the task",
+     "correct": false,
+     "explanation": "A control task that only needs the character is easy when the stream identifies the character; doing well on it is expected."
+    },
+    {
+     "text": "Line position is encoded, but only non-linearly",
+     "correct": false,
+     "explanation": "The measurement says nothing about non-linear codes; it compares linear readability with a control."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "The logit lens applies the read-out after an earlier block. Why is its loss before the first block worse than a uniform guess in chapter 9's model?",
+   "options": [
+    {
+     "text": "The embeddings carry no information about the next character",
+     "correct": false,
+     "explanation": "The current character says a lot about the next one (a bigram model does well); the problem is the read-out, not the information."
+    },
+    {
+     "text": "The read-out was trained on the last block's tokens, and the embeddings are not in those coordinates",
+     "correct": true,
+     "explanation": "The logit lens assumes earlier blocks write in the read-out's coordinates; for the bare embeddings that assumption fails, and the lens is confidently wrong."
+    },
+    {
+     "text": "The causal mask hides the current character from the read-out",
+     "correct": false,
+     "explanation": "The read-out acts on each position's own token; no mask is involved."
+    },
+    {
+     "text": "Rotary positions have not yet been added to the tokens",
+     "correct": false,
+     "explanation": "Rotary positions rotate keys and queries inside attention; they are never added to the tokens."
+    }
+   ]
+  }
+ ],
  "19_speed_and_memory": [
   {
    "type": "numeric",

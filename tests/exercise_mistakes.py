@@ -223,6 +223,28 @@ def _cached_unwritten(cache_keys, cache_values, key, value, query, t):
 
 # name -> [(wrong function, the diagnosis key it must get), ...]
 MISTAKES = {
+    "prefix_matching_score": [
+        (lambda w, L: w[np.arange(L), np.arange(L, 2 * L)].mean(), "the_copy_itself"),
+        (lambda w, L: w[np.arange(L, 2 * L), np.arange(1, L + 1)].mean(), "rows_and_columns"),
+        (
+            lambda w, L: np.mean([w[n - L + 1, n] if n >= L else 0 for n in range(2 * L)]),
+            "whole_window",
+        ),
+    ],
+    "mean_ablate": [
+        (lambda y, r, h: np.concatenate([y[:h], 0 * y[h : h + 1], y[h + 1 :]]), "zero_ablation"),
+        (
+            lambda y, r, h: np.concatenate(
+                [y[:h], np.broadcast_to(r[:, h].mean((0, 1)), y[h : h + 1].shape), y[h + 1 :]]
+            ),
+            "positions_averaged",
+        ),
+        (lambda y, r, h: r.mean(0), "every_head"),
+    ],
+    "patching_effect": [
+        (lambda c, k, p: (p - c) / (k - c), "share_left"),
+        (lambda c, k, p: k - p, "not_normalised"),
+    ],
     "token_rows": [
         (lambda table, ids: table[ids - 1], "one_based"),
         (lambda table, ids: table[ids].T, "transposed"),

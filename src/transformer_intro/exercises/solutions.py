@@ -32,6 +32,9 @@ __all__ = [
     "count_pairs", "merge_pair", "most_frequent_pair",
     "rms_norm", "swiglu", "rotate_pairs_by_hand",
     "repeat_kv_heads", "half_split_rows", "bits_per_character",
+    "prefix_matching_score",
+    "mean_ablate",
+    "patching_effect",
 ]
 # fmt: on
 
@@ -822,7 +825,7 @@ def online_softmax_tile(s_hat, zeta, y_tilde, scores, values):
 
 
 def saved_log_sum_exp(keys, queries):
-    """λ_n = log Σ_n' exp(k_n'ᵀ q_n / sqrt(K)), computed stably."""
+    """ℓ_n = log Σ_n' exp(k_n'ᵀ q_n / sqrt(K)), computed stably."""
     scores = keys @ queries.T / np.sqrt(keys.shape[1])
     top = scores.max(axis=0)
     return top + np.log(np.exp(scores - top).sum(axis=0))
@@ -832,7 +835,7 @@ def saved_log_sum_exp(keys, queries):
 
 
 def group_advantages(rewards, scale_by_std):
-    """Each reward minus its group's mean, over the group's sample std + 1e-4."""
+    """Each reward minus its group's mean, over its sample std + 1e-4."""
     centred = rewards - rewards.mean(axis=1, keepdims=True)
     if not scale_by_std:
         return centred
@@ -842,10 +845,29 @@ def group_advantages(rewards, scale_by_std):
 def clipped_objective(log_ratio, advantages, clip):
     """min(κ A, clip(κ, 1 - ε, 1 + ε) A), κ = exp(log_ratio)."""
     ratio = jnp.exp(log_ratio)
-    return jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - clip, 1 + clip) * advantages)
+    clipped = jnp.clip(ratio, 1 - clip, 1 + clip)
+    return jnp.minimum(ratio * advantages, clipped * advantages)
 
 
 def dpo_loss(chosen, rejected, reference_chosen, reference_rejected, beta):
-    """-mean log σ(β m), m the margin of the two answers' log-ratios to the reference."""
+    """-mean log σ(β m), m the margin of the log-ratios to the reference."""
     margin = (chosen - reference_chosen) - (rejected - reference_rejected)
     return -jnp.mean(jax.nn.log_sigmoid(beta * margin))
+
+
+def prefix_matching_score(weights, length):
+    """The mean of A[n - L + 1, n] over n = L, ..., 2L - 1 (from 0)."""
+    n = np.arange(length, 2 * length)
+    return weights[n - length + 1, n].mean()
+
+
+def mean_ablate(outputs, reference, head):
+    """Head `head`'s output replaced by its mean per position."""
+    outputs = np.array(outputs)
+    outputs[head] = reference[:, head].mean(axis=0)
+    return outputs
+
+
+def patching_effect(clean, corrupted, patched):
+    """(corrupted - patched) / (corrupted - clean), per example."""
+    return (corrupted - patched) / (corrupted - clean)
