@@ -451,4 +451,3 @@ def finite() -> Property:
 def close(a, b, rtol: float = 1e-5, atol: float = 1e-5) -> bool:
     """Whether two outputs agree within the exercises' tolerance."""
     return difference(a, b, rtol, atol) is None
-
