@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from infer_in_page import browser  # beside this script: the same headless Chromium
 from report import write_json  # beside this script: the benchmarks' one atomic writer
 from tqdm import tqdm
 
@@ -42,18 +43,6 @@ def stand_in_page(folder: Path) -> Path:
     page = folder / "book" / "train.html"
     page.write_text(PAGE)
     return page
-
-
-def browser():
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or shutil.which("google-chrome")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='bench-chromium-')}")
-    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
-    return webdriver.Chrome(service=service, options=options)
 
 
 def train_for(driver, page: Path, preset: str, seconds: float) -> dict:
