@@ -205,8 +205,10 @@
    * to every cached input n' <= n (causal) or to all of them. With a context (cross-attention,
    * chapter 10) the keys and values come from the context's tokens instead, computed once into
    * the cache. Returns the outputs and, for each head and new token, the weights A_h[n', n] over
-   * the cached inputs n'. Value maps are factored, V_h = O_h W_h, or full D x D maps V_h. */
-  function attention(p, prefix, xs, cache, { causal, rotary, base, start, context }) {
+   * the cached inputs n'. Value maps are factored, V_h = O_h W_h, or full D x D maps V_h.
+   * keep[h] = 0 knocks head h out: its output is left out of the heads' sum (zero ablation, as
+   * chapter 18's run_with_heads does); its weights are still computed, for the pictures. */
+  function attention(p, prefix, xs, cache, { causal, rotary, base, start, context, keep }) {
     const Uk = p[prefix + ".key_projections"], Uq = p[prefix + ".query_projections"];
     const Wv = p[prefix + ".value_projections"], O = p[prefix + ".output_projections"];
     const heads = Uk.shape[0], K = Uk.shape[1], Dv = Wv.shape[1], D = xs[0].length;
@@ -250,10 +252,11 @@
         mixed.push(v);
       });
       // ... which O_h maps back to width D (a full V_h is already D wide); heads are summed.
+      weights.push(perToken);
+      if (keep && !keep[h]) continue;
       (o ? linearAll(o, mixed) : mixed).forEach((y, t) => {
         for (let i = 0; i < D; i++) outputs[t][i] += y[i];
       });
-      weights.push(perToken);
     }
     return { outputs, weights };
   }
@@ -419,9 +422,10 @@
     const eps = config.norm_eps, heads = config.num_heads, D = config.dim;
     const table = p["tokeniser.table"];
 
-    function newState() {
+    // keep[m][h] = 0 removes head h of block m (null keeps every head).
+    function newState(keep = null) {
       return { caches: Array.from({ length: config.num_blocks }, () => emptyCache(heads)),
-        context: [], attention: null };
+        context: [], attention: null, keep };
     }
 
     /* Append symbols to the state (positions state.context.length, ...): each block reads the
@@ -432,7 +436,8 @@
       const attention = [];
       for (let m = 0; m < config.num_blocks; m++) {
         const out = block(p, "blocks." + m, xs, state.caches[m],
-          { causal: true, rotary: config.positions === "rotary", base: config.rotary_base, eps, start });
+          { causal: true, rotary: config.positions === "rotary", base: config.rotary_base, eps, start,
+            keep: state.keep && state.keep[m] });
         xs = out.tokens;
         attention.push(out.weights.map((perToken) => perToken[perToken.length - 1]));
       }
@@ -483,8 +488,8 @@
 
     /* A generation: prefill the prompt, then one symbol per step. When the window is full, the
      * newest half of it is kept and the cache rebuilt from it (as `generate` does in Python). */
-    function start(prompt, { temperature = 1, topK = 0, seed = 0 } = {}) {
-      const state = newState();
+    function start(prompt, { temperature = 1, topK = 0, seed = 0, keep = null } = {}) {
+      const state = newState(keep);
       const promptIds = encode(prompt).slice(-config.window);
       if (!promptIds.length) promptIds.push(ids.get("\n"));
       let logits = extend(state, promptIds).pop();
@@ -501,7 +506,7 @@
             logits = extend(state, [symbol])[0];
           } else {
             const kept = state.context.slice(window - keep + 1).concat([symbol]);
-            Object.assign(state, newState());
+            Object.assign(state, newState(state.keep));
             logits = extend(state, kept).pop();
           }
           text.push(symbols[symbol]);
@@ -513,7 +518,7 @@
     return Object.assign(model, {
       symbols, encode, extend, newState, start,
       decode: (list) => list.map((i) => symbols[i]).join(""),
-      logits: (list) => extend(newState(), list),
+      logits: (list, keep) => extend(newState(keep), list),
       complete(prompt, count, options) {
         const run = start(prompt, options);
         for (let i = 0; i < count; i++) run.step();
@@ -804,6 +809,24 @@
       const dist = el("div", { class: "bi-bars" });
       const speed = el("span", { class: "bi-timing" });
       const label = (t) => el("label", { text: t });
+      // The head-knockout switches: one per head (block m, head h); a pressed one is removed.
+      const keep = [...Array(lm.config.num_blocks)].map(() => Array(lm.config.num_heads).fill(1));
+      const knockout = el("div", { class: "bi-knockout" });
+      keep.forEach((row, m) => {
+        const line = el("div", {}, el("span", { class: "bi-knock-block", text: "block " + (m + 1) }));
+        row.forEach((_, h) => {
+          const b = el("button", { type: "button", class: "bi-knock", "aria-pressed": "false",
+            "data-block": m, "data-head": h, text: String(h + 1),
+            title: "remove head " + (h + 1) + " of block " + (m + 1) });
+          b.addEventListener("click", () => {
+            keep[m][h] = 1 - keep[m][h];
+            b.setAttribute("aria-pressed", String(!keep[m][h]));
+            restart();
+          });
+          line.appendChild(b);
+        });
+        knockout.appendChild(line);
+      });
       root.appendChild(prompt);
       root.appendChild(el("div", { class: "bi-controls" },
         label("temperature "), temperature, label(" top-k (0: all) "), topK, label(" seed "), seed,
@@ -812,9 +835,11 @@
         el("div", { class: "bi-wide" }, el("div", { class: "bi-caption",
           text: "text (shaded by the chosen head's attention of the newest symbol)" }),
           el("div", {}, blockSel, headSel), text),
-        el("div", {}, el("div", { class: "bi-caption", text: "next symbol" }), dist, speed)));
+        el("div", {}, el("div", { class: "bi-caption", text: "next symbol" }), dist, speed),
+        el("div", {}, el("div", { class: "bi-caption", text: "heads (press one to remove it)" }),
+          knockout)));
 
-      const state = { run: null, running: false };
+      const state = { run: null, running: false, keep };
       widgets.lm = state;
       const shown = (s) => (s === "\n" ? "\u21b5" : s === " " ? "\u2423" : s);
 
@@ -822,7 +847,7 @@
         state.running = false;
         runButton.textContent = "Run";
         state.run = lm.start(prompt.value, { temperature: +temperature.value, topK: +topK.value,
-          seed: +seed.value });
+          seed: +seed.value, keep: keep.map((row) => row.slice()) });
         render();
       }
 
