@@ -13,11 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_intro.attention import causal_mask, padding_mask
 from transformer_intro.interpretability import (
     RepeatedSequences,
     ablation_losses,
     control_labels,
     copying_scores,
+    cross_head_patching,
     fit_probe,
     head_outputs,
     in_context_learning_score,
@@ -28,11 +30,13 @@ from transformer_intro.interpretability import (
     prefix_matching_scores,
     probe_accuracy,
     repeated_random_sequences,
+    run_decoder_with_heads,
     run_with_heads,
+    source_position_patching,
     speaker_name_labels,
     zero_head,
 )
-from transformer_intro.models import LanguageModel, LMConfig
+from transformer_intro.models import EncoderDecoder, EncoderDecoderConfig, LanguageModel, LMConfig
 
 CONFIG = LMConfig(vocab_size=11, window=16, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
 
@@ -230,3 +234,155 @@ def test_bad_models_are_refused(model):
         run_with_heads(model, jnp.arange(4), jnp.ones((3, 2)))
     with pytest.raises(TypeError, match="LanguageModel"):
         run_with_heads(object(), jnp.arange(4))
+
+
+# -- the encoder-decoder: cross-attention heads and source positions ---------------------------
+
+DATES_CONFIG = EncoderDecoderConfig(
+    source_vocab_size=9, target_vocab_size=7, max_source_length=6, max_target_length=5,
+    token_dim=16, num_heads=2, mlp_hidden_dim=32, encoder_layers=1, decoder_layers=2,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def translator():
+    # weights drawn larger than at initialisation, so that every head matters visibly
+    model = EncoderDecoder.from_config(DATES_CONFIG, key=jax.random.PRNGKey(4))
+    leaves, tree = jax.tree_util.tree_flatten(model)
+    keys = jax.random.split(jax.random.PRNGKey(5), len(leaves))
+    leaves = [
+        x + 0.5 * jax.random.normal(k, x.shape) if eqx.is_inexact_array(x) else x
+        for x, k in zip(leaves, keys)
+    ]
+    return jax.tree_util.tree_unflatten(tree, leaves)
+
+
+@pytest.fixture(scope="module")
+def date_pairs():
+    # clean and corrupted sources (the last position padding in both), teacher-forced targets
+    # whose last position is padding
+    clean = jnp.array([[3, 4, 5, 6, 7, 0], [8, 3, 3, 5, 1, 0]])
+    corrupted = jnp.array([[3, 4, 8, 2, 7, 0], [1, 6, 3, 5, 4, 0]])
+    target_inputs = jnp.array([[1, 3, 4, 5, 0], [1, 6, 5, 4, 0]])
+    targets = jnp.array([[3, 4, 5, 2, 0], [6, 5, 4, 2, 0]])
+    return clean, corrupted, target_inputs, targets
+
+
+def decoder_by_hand(model, source, target_inputs, patch=None, clean_source=None):
+    """The decoder written out; cross-attention head ``patch`` = (l, h) taken from clean_source.
+
+    Returns the logits and, per layer, the cross-attention's input (its queries' tokens).
+    """
+    n = target_inputs.shape[0]
+    mask = padding_mask(source != model.pad_id, n)
+    memory = model.encode(source)
+    clean_inputs = None
+    if clean_source is not None:
+        _, clean_inputs = decoder_by_hand(model, clean_source, target_inputs)
+        clean_memory = model.encode(clean_source)
+        clean_mask = padding_mask(clean_source != model.pad_id, n)
+
+    def head_output(layer, y, memory, mask, h):
+        # head h's share of the cross-attention, A_hᵀ Z V_hᵀ as rows
+        a = layer.cross_attention
+        weights = a.attention_weights(layer.cross_attention_norm(y), mask, context=memory)
+        return weights[h].T @ memory @ a.value_maps()[h].T
+
+    y = model.target_positions(model.target_embedding(target_inputs))
+    inputs = []
+    for l, layer in enumerate(model.decoder):
+        y = layer.block.attention_residual(y, causal_mask(n))
+        inputs.append(y)
+        total = 0.0
+        for h in range(layer.cross_attention.num_heads):
+            if patch == (l, h):
+                total = total + head_output(layer, clean_inputs[l], clean_memory, clean_mask, h)
+            else:
+                total = total + head_output(layer, y, memory, mask, h)
+        y = layer.block.mlp_residual(y + total)
+    return jax.vmap(model.unembedding)(model.decoder_norm(y)), inputs
+
+
+def test_the_decoder_with_every_head_kept_is_the_model(translator, date_pairs):
+    clean, _, target_inputs, _ = date_pairs
+    run = run_decoder_with_heads(translator, clean[0], target_inputs[0])
+    assert jnp.allclose(run.logits, translator(clean[0], target_inputs[0]), atol=1e-5)
+    weights = translator.cross_attention_weights(clean[0], target_inputs[0])
+    assert jnp.allclose(run.weights, weights, atol=1e-6)
+    assert run.heads.shape == (2, 2, 5, 16) and run.memory.shape == (6, 16)
+    hand, _ = decoder_by_hand(translator, clean[0], target_inputs[0])
+    assert jnp.allclose(hand, run.logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("layer, head", [(0, 0), (0, 1), (1, 0)])
+def test_a_patched_head_is_the_hand_written_patch(translator, date_pairs, layer, head):
+    clean, corrupted, target_inputs, _ = date_pairs
+    c, x, t = clean[0], corrupted[0], target_inputs[0]
+    clean_run = run_decoder_with_heads(translator, c, t)
+    keep = jnp.ones((2, 2)).at[layer, head].set(0.0)
+    patched = run_decoder_with_heads(translator, x, t, keep, clean_run.heads).logits
+    hand, _ = decoder_by_hand(translator, x, t, (layer, head), c)
+    assert jnp.abs(patched - hand).max() < 1e-5
+    corrupted_logits = translator(x, t)
+    assert jnp.abs(patched - corrupted_logits).max() > 1e-2  # the patch changed the run
+    other = (layer, 1 - head)  # control: the hand-written patch of another head is told apart
+    assert jnp.abs(patched - decoder_by_hand(translator, x, t, other, c)[0]).max() > 1e-2
+
+
+def test_patching_every_head_or_every_position_restores_the_clean_run(translator, date_pairs):
+    """The decoder reads the source only through cross-attention, so all of it patched is clean."""
+    clean, corrupted, target_inputs, _ = date_pairs
+    c, x, t = clean[1], corrupted[1], target_inputs[1]
+    clean_run = run_decoder_with_heads(translator, c, t)
+    every = run_decoder_with_heads(translator, x, t, jnp.zeros((2, 2)), clean_run.heads)
+    assert jnp.allclose(every.logits, clean_run.logits, atol=1e-5)
+    # one layer's heads are not enough: the other layer still reads the corrupted source
+    first = run_decoder_with_heads(
+        translator, x, t, jnp.array([[0.0, 0.0], [1.0, 1.0]]), clean_run.heads
+    )
+    assert jnp.abs(first.logits - clean_run.logits).max() > 1e-2
+    memory = run_decoder_with_heads(translator, x, t, memory=clean_run.memory)
+    assert jnp.allclose(memory.logits, clean_run.logits, atol=1e-5)
+
+
+def test_cross_head_patching_is_each_head_patched_alone(translator, date_pairs):
+    clean, corrupted, target_inputs, targets = date_pairs
+    clean_nats, corrupted_nats, patched = cross_head_patching(
+        translator, clean, corrupted, target_inputs, targets
+    )
+    assert clean_nats.shape == corrupted_nats.shape == (2, 5) and patched.shape == (2, 2, 2, 5)
+    assert jnp.all(clean_nats[:, -1] == 0) and jnp.all(patched[..., -1] == 0)  # padding scores 0
+    for b in range(2):
+        log_p = jax.nn.log_softmax(translator(clean[b], target_inputs[b]))
+        expected = -log_p[jnp.arange(4), targets[b, :4]]
+        assert jnp.allclose(clean_nats[b, :4], expected, atol=1e-5)
+        hand, _ = decoder_by_hand(translator, corrupted[b], target_inputs[b], (1, 1), clean[b])
+        expected = -jax.nn.log_softmax(hand)[jnp.arange(4), targets[b, :4]]
+        assert jnp.allclose(patched[1, 1, b, :4], expected, atol=1e-4)
+        assert jnp.abs(patched[1, 0, b, :4] - expected).max() > 1e-3  # another head differs
+
+
+def test_source_position_patching_is_one_encoder_output_patched(translator, date_pairs):
+    clean, corrupted, target_inputs, targets = date_pairs
+    _, corrupted_nats, patched = source_position_patching(
+        translator, clean, corrupted, target_inputs, targets
+    )
+    assert patched.shape == (6, 2, 5)
+    # where the sources agree the encoder's outputs may still differ (it reads the whole source),
+    # but the padding at the end is read by no head: patching it changes nothing
+    assert jnp.allclose(patched[5], corrupted_nats, atol=1e-5)
+    assert jnp.abs(patched[2] - corrupted_nats).max() > 1e-3  # a position that differs does
+    memory = jnp.asarray(translator.encode(corrupted[0])).at[2].set(translator.encode(clean[0])[2])
+    run = run_decoder_with_heads(translator, corrupted[0], target_inputs[0], memory=memory)
+    expected = -jax.nn.log_softmax(run.logits)[jnp.arange(4), targets[0, :4]]
+    assert jnp.allclose(patched[2, 0, :4], expected, atol=1e-5)
+
+
+def test_bad_decoder_runs_are_refused(model, translator, date_pairs):
+    clean, _, target_inputs, _ = date_pairs
+    with pytest.raises(TypeError, match="EncoderDecoder"):
+        run_decoder_with_heads(model, clean[0], target_inputs[0])
+    with pytest.raises(ValueError, match="one weight per cross-attention head"):
+        run_decoder_with_heads(translator, clean[0], target_inputs[0], jnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="memory must have"):
+        run_decoder_with_heads(translator, clean[0], target_inputs[0], memory=jnp.ones((6, 8)))

@@ -14,6 +14,13 @@ can be kept or replaced before the heads are added. That one hook expresses
 * **activation patching**: replaced by its output on another input (a clean run's, in a
   corrupted run).
 
+Chapter 10's :class:`~transformer_intro.models.EncoderDecoder` has the same hook on its
+decoder's cross-attention heads (:func:`run_decoder_with_heads`), the only way its decoder
+reads the source, and a second one on the encoder's outputs, position by position:
+:func:`cross_head_patching` and :func:`source_position_patching` put a clean source's head
+outputs or encoder outputs into a run on a corrupted source and measure the nats of the clean
+answer at every position.
+
 The residual stream it records also gives the **logit lens** (nostalgebraist 2020): the model's
 own read-out applied after every block (:func:`logit_lens_losses`). Induction heads (Elhage et
 al. 2021; Olsson et al. 2022) are found on repeated random sequences
@@ -38,19 +45,21 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
-from .attention import attend, causal_mask
-from .models import LanguageModel, LMConfig
+from .attention import attend, causal_mask, padding_mask
+from .models import EncoderDecoder, LanguageModel, LMConfig
 from .training import Recipe
 
 __all__ = [
     "INDUCTION_TOY_CONFIG",
     "INDUCTION_TOY_LENGTH",
     "INDUCTION_TOY_RECIPE",
+    "DecoderRun",
     "HeadRun",
     "RepeatedSequences",
     "ablation_losses",
     "control_labels",
     "copying_scores",
+    "cross_head_patching",
     "fit_probe",
     "head_outputs",
     "in_context_learning_score",
@@ -61,7 +70,9 @@ __all__ = [
     "prefix_matching_scores",
     "probe_accuracy",
     "repeated_random_sequences",
+    "run_decoder_with_heads",
     "run_with_heads",
+    "source_position_patching",
     "speaker_name_labels",
     "zero_head",
 ]
@@ -70,17 +81,21 @@ __all__ = [
 # -- the hook: every head's output, kept or replaced ------------------------------------------
 
 
-def head_outputs(attention, x_bar: Float[Array, "N D"], mask) -> Float[Array, "H N D"]:
+def head_outputs(
+    attention, x_bar: Float[Array, "N D"], mask, context: Float[Array, "M D"] | None = None
+) -> Float[Array, "H N D"]:
     """Each head's share ``o_h(n)`` of the attention's output.
 
-    Their sum, plus any output bias, is ``attention(x_bar, mask)``.
+    Their sum, plus any output bias, is ``attention(x_bar, mask, context=context)``.
 
-    Head h's values are ``W_h x̄``, its weights ``A_h``, its output ``O_h`` times their weighted
-    average (or ``V_h`` times it where the values are full D x D maps).
+    Head h's values are ``W_h x̄`` (``W_h c`` for the context's tokens c in cross-attention),
+    its weights ``A_h``, its output ``O_h`` times their weighted average (or ``V_h`` times it
+    where the values are full D x D maps).
     """
-    weights = attention.attention_weights(x_bar, mask)  # (H, N, N)
+    weights = attention.attention_weights(x_bar, mask, context=context)  # (H, M, N)
+    source = x_bar if context is None else context
     values = attention.per_query_head(attention.value_projections)  # (H, Dv, D)
-    per_head = jax.vmap(lambda w, a: attend(x_bar @ w.T, a))(values, weights)  # (H, N, Dv)
+    per_head = jax.vmap(lambda w, a: attend(source @ w.T, a))(values, weights)  # (H, N, Dv)
     if attention.output_projections is not None:
         per_head = jnp.einsum("hdv,hnv->hnd", attention.output_projections, per_head)
     if attention.combine_heads == "mean":
@@ -295,6 +310,179 @@ def logit_lens_losses(
         for i in range(0, windows.shape[0], chunk)
     ]
     return np.sum(parts, axis=0) / windows.shape[0]
+
+
+# -- the encoder-decoder: cross-attention heads and source positions ---------------------------
+
+
+class DecoderRun(NamedTuple):
+    """What :func:`run_decoder_with_heads` records of one (source, target) pair.
+
+    Attributes:
+        logits: (N_t, |V|), row n predicting target token n + 1.
+        memory: (N_s, D): the encoder's outputs the decoder read (after any replacement).
+        heads: (L, H, N_t, D): every cross-attention head's output as it entered the sum.
+        weights: (L, H, N_s, N_t): every cross-attention matrix ``A[l, h, n', n]``.
+    """
+
+    logits: Float[Array, "Nt V"]
+    memory: Float[Array, "Ns D"]
+    heads: Float[Array, "L H Nt D"]
+    weights: Float[Array, "L H Ns Nt"]
+
+
+def run_decoder_with_heads(
+    model: EncoderDecoder,
+    source: Int[ArrayLike, " Ns"],
+    target_inputs: Int[ArrayLike, " Nt"],
+    keep: Float[ArrayLike, "L H"] | None = None,
+    replacement: Float[ArrayLike, "L H ..."] | None = None,
+    memory: Float[ArrayLike, "Ns D"] | None = None,
+) -> DecoderRun:
+    """Teacher forcing on one pair, each cross-attention head's output kept or replaced.
+
+    The decoder reads the source only through its cross-attention, so these heads are where a
+    clean source's information can be put into a corrupted run. Head (l, h)'s output becomes
+    ``keep[l, h] o_{l,h} + (1 - keep[l, h]) r_{l,h}``, as in :func:`run_with_heads`: zeros for
+    ``replacement`` None (zero ablation), another run's ``heads`` for activation patching.
+    ``memory``, if given, replaces the encoder's outputs (a clean run's rows patched in at some
+    source positions). Everything else runs as the model's own modules.
+
+    Args:
+        model: chapter 10's :class:`~transformer_intro.models.EncoderDecoder`.
+        source: N_s source ids (padding allowed; no head reads it).
+        target_inputs: N_t target ids, starting with the start id.
+        keep: (L, H) weights in [0, 1]; None keeps every head.
+        replacement: what replaces a head's output, broadcastable to (L, H, N_t, D); None is zeros.
+        memory: (N_s, D) encoder outputs to read instead of the source's own; None reads them.
+
+    Returns:
+        A :class:`DecoderRun`.
+
+    Raises:
+        TypeError: if the model is not an EncoderDecoder.
+        ValueError: if ``keep`` or ``memory`` has the wrong shape.
+    """
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"expected an EncoderDecoder, got {type(model).__name__}")
+    source, target_inputs = jnp.asarray(source), jnp.asarray(target_inputs)
+    layers, heads = model.config.decoder_layers, model.config.num_heads
+    keep = jnp.ones((layers, heads)) if keep is None else jnp.asarray(keep, jnp.float32)
+    if keep.shape != (layers, heads):
+        raise ValueError(
+            f"keep must have shape (L, H) = ({layers}, {heads}), one weight per cross-attention "
+            f"head, got {keep.shape}"
+        )
+    own = model.encode(source)
+    if memory is None:
+        memory = own
+    memory = jnp.asarray(memory, own.dtype)
+    if memory.shape != own.shape:
+        raise ValueError(
+            f"memory must have the encoder's shape (N_s, D) = {own.shape}, got {memory.shape}"
+        )
+    model._check_target(target_inputs.shape[-1])
+    n = target_inputs.shape[0]
+    cross_mask = padding_mask(source != model.pad_id, n)
+    y = model.target_positions(model.target_embedding(target_inputs))
+    outputs, weights = [], []
+    for l, layer in enumerate(model.decoder):
+        y = layer.block.attention_residual(y, causal_mask(n))
+        attention = layer.cross_attention
+        y_bar = layer.cross_attention_norm(y)
+        per_head = head_outputs(attention, y_bar, cross_mask, context=memory)
+        if replacement is not None:
+            substitute = jnp.broadcast_to(jnp.asarray(replacement)[l], per_head.shape)
+        else:
+            substitute = jnp.zeros_like(per_head)
+        k = keep[l][:, None, None]
+        per_head = k * per_head + (1 - k) * substitute
+        y = layer.block.mlp_residual(y + attention._add_output_bias(per_head.sum(0)))
+        outputs.append(per_head)
+        weights.append(attention.attention_weights(y_bar, cross_mask, context=memory))
+    logits = jax.vmap(model.unembedding)(model.decoder_norm(y))
+    return DecoderRun(logits, memory, jnp.stack(outputs), jnp.stack(weights))
+
+
+def _target_nats(logits, targets, pad_id):
+    # padding positions of the target score 0, so that a sum over positions counts real ones;
+    # the targets are broadcast over any leading axes of the logits (one run per patch)
+    targets = jnp.broadcast_to(targets, logits.shape[:-1])
+    return jnp.where(targets != pad_id, _nats(logits, targets), 0.0)
+
+
+@eqx.filter_jit
+def cross_head_patching(
+    model: EncoderDecoder,
+    clean: Int[Array, "B Ns"],
+    corrupted: Int[Array, "B Ns"],
+    target_inputs: Int[Array, "B Nt"],
+    targets: Int[Array, "B Nt"],
+) -> tuple[Float[Array, "B Nt"], Float[Array, "B Nt"], Float[Array, "L H B Nt"]]:
+    """The clean answer's nats with each cross-attention head patched from clean into corrupted.
+
+    For each pair the decoder is teacher-forced on the clean answer (``target_inputs``, scored
+    against ``targets``) three ways: on the clean source, on the corrupted one, and on the
+    corrupted one with head (l, h)'s output replaced by its output in the clean run, for every
+    (l, h) alone. Padding positions of the targets score 0.
+
+    Returns:
+        ``(clean_nats, corrupted_nats, patched_nats)``: (B, N_t), (B, N_t), (L, H, B, N_t).
+    """
+    layers, heads = model.config.decoder_layers, model.config.num_heads
+
+    def one(c, x, t_in, t):
+        clean_run = run_decoder_with_heads(model, c, t_in)
+        corrupted_run = run_decoder_with_heads(model, x, t_in)
+        # one mask per head: that head's keep set to 0, every other's to 1
+        masks = 1 - jax.nn.one_hot(jnp.arange(layers * heads), layers * heads)
+        masks = masks.reshape(layers * heads, layers, heads)
+        patched = jax.vmap(lambda k: run_decoder_with_heads(model, x, t_in, k, clean_run.heads))(
+            masks
+        ).logits
+        return (
+            _target_nats(clean_run.logits, t, model.pad_id),
+            _target_nats(corrupted_run.logits, t, model.pad_id),
+            _target_nats(patched, t, model.pad_id).reshape(layers, heads, -1),
+        )
+
+    clean_nats, corrupted_nats, patched = jax.vmap(one)(clean, corrupted, target_inputs, targets)
+    return clean_nats, corrupted_nats, jnp.moveaxis(patched, 0, 2)
+
+
+@eqx.filter_jit
+def source_position_patching(
+    model: EncoderDecoder,
+    clean: Int[Array, "B Ns"],
+    corrupted: Int[Array, "B Ns"],
+    target_inputs: Int[Array, "B Nt"],
+    targets: Int[Array, "B Nt"],
+) -> tuple[Float[Array, "B Nt"], Float[Array, "B Nt"], Float[Array, "Ns B Nt"]]:
+    """The clean answer's nats with the encoder's output at one source position patched in.
+
+    As :func:`cross_head_patching`, but what is patched from the clean run into the corrupted
+    one is the encoder's output at source position n', for every n' alone (the sources must be
+    aligned, character for character, for a position to mean the same in both).
+
+    Returns:
+        ``(clean_nats, corrupted_nats, patched_nats)``: (B, N_t), (B, N_t), (N_s, B, N_t).
+    """
+
+    def one(c, x, t_in, t):
+        clean_memory, corrupted_memory = model.encode(c), model.encode(x)
+        positions = jnp.eye(c.shape[0], dtype=bool)[:, :, None]  # (Ns, Ns, 1): one row each
+        memories = jnp.where(positions, clean_memory, corrupted_memory)
+        patched = jax.vmap(lambda mem: run_decoder_with_heads(model, x, t_in, memory=mem).logits)(
+            memories
+        )
+        return (
+            _target_nats(run_decoder_with_heads(model, c, t_in).logits, t, model.pad_id),
+            _target_nats(run_decoder_with_heads(model, x, t_in).logits, t, model.pad_id),
+            _target_nats(patched, t, model.pad_id),
+        )
+
+    clean_nats, corrupted_nats, patched = jax.vmap(one)(clean, corrupted, target_inputs, targets)
+    return clean_nats, corrupted_nats, jnp.moveaxis(patched, 0, 1)
 
 
 # -- induction heads ---------------------------------------------------------------------------
