@@ -15,6 +15,7 @@ from .gguf import config_from_gguf, read_gguf, tokeniser_from_gguf
 from .gpt2 import GPT2_SMALL, gpt2_config, gpt2_from_state_dict, load_gpt2
 from .smollm2 import (
     SMOLLM2_135M,
+    Chat,
     download_smollm2,
     find_smollm2,
     generate_text,
@@ -26,6 +27,7 @@ from .tokeniser import ChatTokeniser
 __all__ = [
     "GPT2_SMALL",
     "SMOLLM2_135M",
+    "Chat",
     "ChatTokeniser",
     "config_from_gguf",
     "count_parameters",

@@ -22,6 +22,7 @@ from pathlib import Path
 from jaxtyping import PRNGKeyArray
 
 from ..models.generation import generate_ids
+from ..models.kv_cache import Conversation
 from ..models.language_model import LanguageModel, LMConfig
 from .gguf import (
     config_from_gguf,
@@ -41,6 +42,7 @@ from .tokeniser import ChatTokeniser
 
 __all__ = [
     "SMOLLM2_135M",
+    "Chat",
     "download_smollm2",
     "find_smollm2",
     "generate_text",
@@ -328,6 +330,67 @@ def generate_text(
     tokens = generate_ids(
         model, tokenizer.encode(prompt), num_tokens, temperature=temperature, key=key
     ).tolist()
+    return _answer_text(tokenizer, tokens)
+
+
+class Chat:
+    """A conversation with a chat model whose key-value cache is kept from one turn to the next.
+
+    :func:`generate_text` given the whole conversation fills the cache again from every earlier
+    turn; a ``Chat`` runs the model on each turn's new tokens only (a
+    :class:`~transformer_intro.models.kv_cache.Conversation`). The new tokens are the chat
+    template's text for the whole conversation past the text the cache already holds (the
+    decoded tokens, the answers exactly as they were drawn). Greedy answers equal
+    :func:`generate_text`'s on the whole conversation wherever the answers' text encodes back to
+    the tokens drawn; where it does not (a tokeniser writes a text one way, a model may draw it
+    another), :func:`generate_text` reads other tokens, and the kept cache holds those drawn.
+
+    Attributes:
+        messages: the conversation as ``{"role", "content"}`` messages.
+        conversation: the tokens and their cache.
+        refills: how many turns found the cache not holding the start of the template's text
+            (a template that rewrites earlier turns) and filled it again from the whole text.
+    """
+
+    def __init__(self, model: LanguageModel, tokenizer: ChatTokeniser):
+        """An empty conversation with ``model``, laid out by ``tokenizer``'s chat template."""
+        self.model, self.tokenizer = model, tokenizer
+        self.messages: list[dict[str, str]] = []
+        self.conversation = Conversation(model)
+        self.refills = 0
+
+    def say(
+        self,
+        text: str,
+        num_tokens: int,
+        *,
+        temperature: float = 0.0,
+        key: PRNGKeyArray | None = None,
+    ) -> str:
+        """The model's answer to ``text``, the user's next turn (at most ``num_tokens`` tokens).
+
+        Raises:
+            ValueError: when the conversation outgrows the model's context.
+        """
+        self.messages.append({"role": "user", "content": text})
+        prompt = self.tokenizer.apply_chat_template(self.messages, add_generation_prompt=True)
+        cached = self.tokenizer.decode(self.conversation.ids)
+        if not prompt.startswith(cached):
+            # The template rewrote an earlier turn (or a cut answer ended inside a character):
+            # the cache no longer holds a prefix of the prompt, so it is filled again.
+            self.conversation = Conversation(self.model)
+            self.refills += 1
+            cached = ""
+        self.conversation.add(self.tokenizer.encode(prompt[len(cached) :]))
+        stop = () if self.tokenizer.eos_id is None else (self.tokenizer.eos_id,)
+        tokens, _ = self.conversation.reply(num_tokens, stop=stop, temperature=temperature, key=key)
+        answer = _answer_text(self.tokenizer, tokens.tolist())
+        self.messages.append({"role": "assistant", "content": answer})
+        return answer
+
+
+def _answer_text(tokenizer: ChatTokeniser, tokens: list[int]) -> str:
+    """The text of an answer's tokens, up to the end token, without special tokens."""
     if tokenizer.eos_id is not None and tokenizer.eos_id in tokens:
         tokens = tokens[: tokens.index(tokenizer.eos_id)]
     specials = set(tokenizer.special_tokens.values())
