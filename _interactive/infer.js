@@ -274,7 +274,7 @@
       const c = cross.prefix;
       const out = attention(p, c, ys.map((y) =>
         layerNorm(y, p[c + "_norm.weight"], p[c + "_norm.bias"], eps)), cross.cache,
-      { causal: false, rotary: false, start: 0, context: cross.memory });
+      { causal: false, rotary: false, start: 0, context: cross.memory, keep: cross.keep });
       ys = ys.map((y, t) => y.map((v, i) => v + out.outputs[t][i]));
       crossWeights = out.weights;
     }
@@ -552,9 +552,10 @@
       return xs.map((x) => layerNorm(x, p["encoder_norm.weight"], p["encoder_norm.bias"], eps));
     }
 
-    // A decoder state: the memory, each layer's self-attention cache and cross-attention keys.
-    function newState(memory) {
-      return { memory, written: [],
+    // A decoder state: the memory, each layer's self-attention cache and cross-attention keys;
+    // keep[m][h] = 0 removes cross-attention head h of decoder layer m (null keeps every head).
+    function newState(memory, keep = null) {
+      return { memory, written: [], keep,
         self: Array.from({ length: config.decoder_layers }, () => emptyCache(heads)),
         cross: Array.from({ length: config.decoder_layers }, () => emptyCache(heads)) };
     }
@@ -567,7 +568,8 @@
       const cross = [];
       for (let m = 0; m < config.decoder_layers; m++) {
         const out = block(p, "decoder." + m + ".block", ys, state.self[m], { causal: true, eps, start },
-          { prefix: "decoder." + m + ".cross_attention", memory: state.memory, cache: state.cross[m] });
+          { prefix: "decoder." + m + ".cross_attention", memory: state.memory, cache: state.cross[m],
+            keep: state.keep && state.keep[m] });
         ys = out.tokens;
         cross.push(out.crossWeights);
       }
@@ -583,9 +585,9 @@
     /* Greedy answer: start with <start>, append the likeliest symbol until <end> (or padding), at
      * most max_target_length symbols. Returns the characters with their probabilities and
      * cross-attention. */
-    function answer(text) {
+    function answer(text, keep = null) {
       const ids = encodeText(text);
-      const state = newState(encode(ids.length ? ids : [extra.pad_id]));
+      const state = newState(encode(ids.length ? ids : [extra.pad_id]), keep);
       const steps = [];
       let next = extra.start_id;
       for (let t = 0; t < config.max_target_length; t++) {
@@ -603,7 +605,7 @@
     return Object.assign(model, {
       encode, extend, newState, answer, encodeText,
       // teacher forcing: logits of every position of the target inputs, given the source ids
-      logits: (source, targets) => extend(newState(encode(source)), targets).logits,
+      logits: (source, targets, keep) => extend(newState(encode(source), keep), targets).logits,
     });
   }
 
@@ -920,6 +922,25 @@
         .map((h) => [h, "head " + (h + 1)]).concat([["mean", "mean of heads"]]));
       const output = el("div", { class: "bi-answer", "aria-live": "polite" });
       const source = el("div", { class: "bi-source" });
+      // The knockout switches of the decoder's cross-attention heads; a pressed one is removed.
+      const keep = [...Array(model.config.decoder_layers)]
+        .map(() => Array(model.config.num_heads).fill(1));
+      const knockout = el("div", { class: "bi-knockout" });
+      keep.forEach((row, m) => {
+        const line = el("div", {}, el("span", { class: "bi-knock-block", text: "layer " + (m + 1) }));
+        row.forEach((_, h) => {
+          const b = el("button", { type: "button", class: "bi-knock", "aria-pressed": "false",
+            "data-block": m, "data-head": h, text: String(h + 1),
+            title: "remove cross-attention head " + (h + 1) + " of layer " + (m + 1) });
+          b.addEventListener("click", () => {
+            keep[m][h] = 1 - keep[m][h];
+            b.setAttribute("aria-pressed", String(!keep[m][h]));
+            show();
+          });
+          line.appendChild(b);
+        });
+        knockout.appendChild(line);
+      });
       root.appendChild(el("div", {}, input, el("span", { text: " examples: " }), examples));
       root.appendChild(el("div", { class: "bi-caption",
         text: "the model's answer, each character with its probability (point at one)" }));
@@ -928,7 +949,10 @@
         text: "where the chosen character's cross-attention reads the source" }));
       root.appendChild(el("div", {}, layerSel, headSel));
       root.appendChild(source);
-      const state = { result: null, chosen: 0 };
+      root.appendChild(el("div", { class: "bi-caption",
+        text: "cross-attention heads (press one to remove it)" }));
+      root.appendChild(knockout);
+      const state = { result: null, chosen: 0, keep };
       widgets.dates = state;
 
       function showAttention() {
@@ -948,7 +972,7 @@
       }
 
       function show() {
-        state.result = model.answer(input.value);
+        state.result = model.answer(input.value, keep.map((row) => row.slice()));
         state.chosen = Math.min(state.chosen, Math.max(0, state.result.steps.length - 1));
         output.textContent = "";
         state.result.steps.forEach((step, i) => {
