@@ -16,6 +16,7 @@ from transformer_intro.verifier_tasks import (
     encoded,
     exact_match_reward,
     greedy_exact_matches,
+    greedy_rewards,
     preference_pairs,
     sample_targets,
     unseen_format_prompts,
@@ -137,3 +138,22 @@ def test_preference_pairs_and_dpo_through_fit(model, prompts):
     assert greedy_exact_matches(trained, sources[:8], targets[:8], dates.START_ID).shape == (8,)
     with pytest.raises(ValueError, match="rows"):
         PreferencePairs((sources[:8], chosen[:4], rejected), model, start_id=1, end_id=2)
+
+
+def test_greedy_rewards_score_the_greedy_answers(model, prompts):
+    sources, targets = (jnp.asarray(a[:16]) for a in prompts)
+    greedy = model.greedy_decode(sources, dates.START_ID, targets.shape[1])
+    # targets that agree with the greedy answers in the year only, or everywhere
+    year_only = greedy.at[:, 5].set((greedy[:, 5] + 1 - 3) % 10 + 3)
+    for wanted, exact, year in ((greedy, 1.0, 1.0), (year_only, 0.0, 1.0)):
+        scores = greedy_rewards(model, sources, wanted, dates.START_ID)
+        assert set(scores) == {"exact match", "right year"}
+        assert scores["exact match"].mean() == exact and scores["right year"].mean() == year
+    got = greedy_rewards(model, sources, targets, dates.START_ID)
+    assert np.array_equal(got["exact match"], np.asarray(exact_match_reward(greedy, targets)) > 0)
+    assert np.array_equal(got["right year"], np.asarray(year_reward(greedy, targets)) > 0)
+    assert np.array_equal(greedy_exact_matches(model, sources, targets, dates.START_ID),
+                          got["exact match"])  # fmt: skip
+    # control: a year one digit off is not the right year
+    wrong_year = greedy.at[:, 0].set((greedy[:, 0] + 1 - 3) % 10 + 3)
+    assert greedy_rewards(model, sources, wrong_year, dates.START_ID)["right year"].sum() == 0

@@ -35,6 +35,7 @@ from .xla_flags import optimised_jit
 __all__ = [
     "DATES_DPO_RECIPE",
     "DATES_GRPO_RECIPE",
+    "DATES_PARTIAL_REWARD_RECIPE",
     "DATES_SFT_RECIPE",
     "GROUP_SIZE",
     "REWARDS",
@@ -45,6 +46,7 @@ __all__ = [
     "encoded",
     "exact_match_reward",
     "greedy_exact_matches",
+    "greedy_rewards",
     "preference_pairs",
     "sample_targets",
     "unseen_format_prompts",
@@ -137,8 +139,20 @@ def _greedy_exact_match(model, sources, targets, start_id: int):
 
 def greedy_exact_matches(model, sources, targets, start_id: int) -> np.ndarray:
     """Whether each greedy answer is its target exactly: booleans, (S,)."""
+    return greedy_rewards(model, sources, targets, start_id)["exact match"]
+
+
+@optimised_jit
+def _greedy_rewards(model, sources, targets, start_id: int):
+    generated = model.greedy_decode(sources, start_id, targets.shape[1])
+    return {name: reward(generated, targets, model.pad_id) for name, reward in REWARDS.items()}
+
+
+def greedy_rewards(model, sources, targets, start_id: int) -> dict[str, np.ndarray]:
+    """Every reward of :data:`REWARDS` for each greedy answer: ``{name: booleans (S,)}``."""
     sources, targets = _test_split((sources, targets))
-    return np.asarray(_greedy_exact_match(model, sources, targets, start_id)) > 0
+    scores = _greedy_rewards(model, sources, targets, start_id)
+    return {name: np.asarray(score) > 0 for name, score in scores.items()}
 
 
 def _evaluate(model, tests, start_id: int) -> dict[str, float]:
@@ -407,8 +421,12 @@ DATES_GRPO_RECIPE = Recipe(
 )
 #: Supervised training on the same prompts with their answers, 128 answers a step as GRPO reads.
 DATES_SFT_RECIPE = DATES_GRPO_RECIPE.replace(batch_size=128)
-#: DPO on pairs built from the model's own samples, 64 pairs a step.
-DATES_DPO_RECIPE = DATES_GRPO_RECIPE.replace(batch_size=64, learning_rate=3e-4)
+#: GRPO with a partial reward (reward hacking): logged every 10 steps, to draw the KL against
+#: the reward as it trains.
+DATES_PARTIAL_REWARD_RECIPE = DATES_GRPO_RECIPE.replace(steps_per_call=10)
+#: DPO on pairs built from the model's own samples, 64 pairs a step, logged every 10 steps.
+DATES_DPO_RECIPE = DATES_GRPO_RECIPE.replace(batch_size=64, learning_rate=3e-4,
+                                             steps_per_call=10)  # fmt: skip
 GROUP_SIZE = 8
 
 
