@@ -2869,5 +2869,182 @@ window.BOOK_QUIZZES = {
     }
    ]
   }
+ ],
+ "20_scaling_laws": [
+  {
+   "type": "numeric",
+   "question": "A model of 100,000 parameters trains on 2 million characters. How many training FLOPs is that by the approximation 6 |θ| 𝒟, in units of 10<sup>12</sup>?",
+   "answer": 1.2,
+   "tolerance": 0.02,
+   "unit": "10<sup>12</sup> FLOPs",
+   "explanation": "6 × 100,000 × 2,000,000 = 1.2 × 10<sup>12</sup>: two FLOPs per parameter and character forward, four backward.",
+   "hint": "Multiply the parameters, the characters and the FLOPs each parameter costs per character in training.",
+   "mistakes": [
+    {
+     "value": 0.4,
+     "explanation": "That is the forward pass only, 2 FLOPs per parameter and character; the backward pass costs twice as much again."
+    },
+    {
+     "value": 0.2,
+     "explanation": "That counts one FLOP per parameter and character; a multiply and an add make two, and training is three passes' worth."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "The sweep fits each compute's losses with a parabola in the logarithm of the parameter count. Why the logarithm?",
+   "options": [
+    {
+     "text": "Because the loss is measured in nats, a logarithm",
+     "correct": false,
+     "explanation": "The unit of the loss has nothing to do with the axis the sizes are fitted on."
+    },
+    {
+     "text": "In log |θ| the sizes, spaced by equal factors, are evenly spread",
+     "correct": true,
+     "explanation": "Against |θ| itself the small sizes crowd together and the largest run steers the fit."
+    },
+    {
+     "text": "A parabola in |θ| itself cannot have its minimum inside the range of sizes tried",
+     "correct": false,
+     "explanation": "It can; it would just describe these runs badly, crowded at the left and steered by the largest."
+    },
+    {
+     "text": "It makes every compute's vertex lie at the same place",
+     "correct": false,
+     "explanation": "The vertices move with the compute; that movement is what the power law of the optima fits."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "The same runs give a different exponent u for the optimal size when the token table is left out of the parameter count. What does that say?",
+   "options": [
+    {
+     "text": "One of the two counts is wrong",
+     "correct": false,
+     "explanation": "Both are counts of real parameters; they describe the same runs on two different axes."
+    },
+    {
+     "text": "An exponent means something only together with the convention it was fitted in",
+     "correct": true,
+     "explanation": "For small models the table is a large, and shrinking, share of |θ|, so the axis stretches differently."
+    },
+    {
+     "text": "The runs were too noisy to fit an exponent at all, in either of the two conventions",
+     "correct": false,
+     "explanation": "The bootstrap gives each convention's interval; the difference between conventions is a change of axis, not noise."
+    },
+    {
+     "text": "The token table costs more FLOPs than the blocks",
+     "correct": false,
+     "explanation": "The table is a look-up and costs no FLOPs; that is why some conventions leave it out."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "Why does no run of the sweep read the training text more than about four times?",
+   "options": [
+    {
+     "text": "Repeated text beyond about four passes is worth clearly less than fresh text",
+     "correct": true,
+     "explanation": "Muennighoff et al. found up to about four passes nearly as good as new data, and diminishing returns after."
+    },
+    {
+     "text": "The training loop cannot start a fifth pass",
+     "correct": false,
+     "explanation": "The batches are drawn at random positions; nothing stops a run from reading the text many times."
+    },
+    {
+     "text": "Four passes take the longest time the machine allows",
+     "correct": false,
+     "explanation": "The limit is about what the data are worth, not about time; the runs are sized in FLOPs."
+    },
+    {
+     "text": "After four passes every model has memorised the training plays and its held-out loss rises",
+     "correct": false,
+     "explanation": "Small models cannot memorise millions of characters; the point is that repeats teach less than new text."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "With 64 windows a step, the largest models of each compute had a hundred steps or fewer, and the loss fell towards the smallest model at almost every compute. What was measured?",
+   "options": [
+    {
+     "text": "That small models are always better for character data",
+     "correct": false,
+     "explanation": "With four times the steps per FLOP the same sizes gave curves with a bottom inside the runs."
+    },
+    {
+     "text": "Mostly how many optimiser steps a model needs, not how large it should be",
+     "correct": true,
+     "explanation": "A run of a hundred steps is still warming up; a law of size needs runs long enough to compare sizes."
+    },
+    {
+     "text": "That the FLOP count was wrong for large models",
+     "correct": false,
+     "explanation": "The hand count was checked against the compiler's; the FLOPs were right, the steps too few."
+    },
+    {
+     "text": "That the text had run out",
+     "correct": false,
+     "explanation": "Those runs read the text less than twice; the data limit was far away."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "How do Approach 2 and Approach 3 use the same runs differently?",
+   "options": [
+    {
+     "text": "Approach 2 uses the training loss, Approach 3 the held-out loss",
+     "correct": false,
+     "explanation": "Both use each run's held-out loss per character."
+    },
+    {
+     "text": "Approach 3 needs runs at one compute only",
+     "correct": false,
+     "explanation": "Its formula separates size from characters only if runs at several computes are fitted together."
+    },
+    {
+     "text": "Approach 2 reads one optimum off each compute's curve; Approach 3 fits one formula in |θ| and 𝒟 to every run",
+     "correct": true,
+     "explanation": "So Approach 3 also predicts the loss of any size and length, which the check of the prediction uses."
+    },
+    {
+     "text": "They are the same fit written two ways",
+     "correct": false,
+     "explanation": "They give two estimates of the exponent from the same runs, and need not agree."
+    }
+   ]
+  },
+  {
+   "type": "choice",
+   "question": "Why was the prediction, with its tolerance, written to a file and committed before its model was trained?",
+   "options": [
+    {
+     "text": "The training script reads its model from that file",
+     "correct": false,
+     "explanation": "It does, but that alone would not require committing it first."
+    },
+    {
+     "text": "So that neither could be adjusted to the result",
+     "correct": true,
+     "explanation": "A check whose pass mark is chosen afterwards checks nothing; the repository's history dates the prediction."
+    },
+    {
+     "text": "Because the fit takes hours",
+     "correct": false,
+     "explanation": "The fits take seconds; the point is the order of events, not their cost."
+    },
+    {
+     "text": "So that the model's seed could be chosen to match it",
+     "correct": false,
+     "explanation": "That would be exactly the adjustment a prediction made first rules out; the seeds were fixed, 0 first."
+    }
+   ]
+  }
  ]
 };

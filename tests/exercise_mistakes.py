@@ -717,4 +717,36 @@ MISTAKES = {
         (lambda k, q: np.log(np.exp(k @ q.T).sum(0)), "no_scale"),
         (lambda k, q: (k @ q.T / np.sqrt(k.shape[1])).max(0), "maximum_only"),
     ],
+    "run_flops": [
+        (lambda m, d, f, v, n, t: 6 * (m * (4 * d * d + 2 * d * f) + v * d) * t, "no_attention"),
+        (
+            lambda m, d, f, v, n, t: (
+                (2 * (m * (4 * d * d + 2 * d * f) + v * d) + 4 * m * n * d) * t
+            ),
+            "forward_only",
+        ),
+        (
+            lambda m, d, f, v, n, t: (
+                (6 * (m * (4 * d * d + 2 * d * f) + 2 * v * d) + 12 * m * n * d) * t
+            ),
+            "table_counted",
+        ),
+    ],
+    "parabola_optimum": [
+        (lambda sizes, losses: sizes[np.argmin(losses)], "best_run"),
+        (
+            lambda sizes, losses: (lambda a, b, c: -b / (2 * a))(
+                *np.polyfit(np.log(sizes), losses, 2)
+            ),
+            "log_returned",
+        ),
+        (
+            lambda sizes, losses: (lambda a, b, c: -b / (2 * a))(*np.polyfit(sizes, losses, 2)),
+            "linear_sizes",
+        ),
+    ],
+    "power_law_fit": [
+        (lambda x, y: tuple(np.polyfit(np.log(x), np.log(y), 1)), "log_coefficient"),
+        (lambda x, y: tuple(np.polyfit(x, y, 1)), "linear_fit"),
+    ],
 }

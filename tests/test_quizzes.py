@@ -309,8 +309,8 @@ def test_detector_catches_answers_given_away():
     assert duplicate_questions(twins) == ["15_x question 1 and 16_x question 1 (0.87)"]
 
 
-def test_nineteen_chapters():
-    assert len(chapters()) == 19, chapters()
+def test_twenty_chapters():
+    assert len(chapters()) == 20, chapters()
 
 
 def test_quizzes_are_complete_and_well_formed():

@@ -139,3 +139,15 @@ def test_loss_surface_recovers_known_parameters() -> None:
     assert 6 * n_opt * d_opt == pytest.approx(1e14)
     for factor in (0.8, 1.25):
         assert truth(n_opt, d_opt) < truth(n_opt * factor, d_opt / factor)
+
+
+def test_total_parameters_from_the_configuration_and_the_nearest_model() -> None:
+    for dim, blocks in ((24, 1), (48, 2)):
+        config = scaling.scaling_config(dim, blocks, vocab_size=84)
+        model = scaling.build_model(config, seed=0)
+        assert scaling.total_parameters(config) == scaling.parameter_counts(model)["all"]
+    near = scaling.config_near(4e5, vocab_size=84)
+    assert abs(math.log(scaling.total_parameters(near) / 4e5)) < math.log(1.1)
+    assert 20 <= near.dim / near.num_blocks <= 48
+    # control: a size between two shapes picks the nearer, not the first or the largest
+    assert scaling.config_near(1e4, 84) != scaling.config_near(1e6, 84)

@@ -44,6 +44,7 @@ from . import (
     ch17,
     ch18,
     ch19,
+    ch20,
 )  # fmt: skip
 from .core import NOT_WRITTEN, Case, Diagnosis, Exercise, Property, Result
 
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 _MODULES = (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08,
-            ch09, ch10, ch11, ch12, ch13, ch14, ch15, ch16, ch17, ch18, ch19)  # fmt: skip
+            ch09, ch10, ch11, ch12, ch13, ch14, ch15, ch16, ch17, ch18, ch19, ch20)  # fmt: skip
 
 #: Every exercise of the book by name, in the order of the chapters.
 EXERCISES: dict[str, Exercise] = {e.name: e for m in _MODULES for e in m.EXERCISES}

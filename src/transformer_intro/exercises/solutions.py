@@ -871,3 +871,26 @@ def mean_ablate(outputs, reference, head):
 def patching_effect(clean, corrupted, patched):
     """(corrupted - patched) / (corrupted - clean), per example."""
     return (corrupted - patched) / (corrupted - clean)
+
+
+# Chapter 20
+
+
+def run_flops(num_blocks, dim, mlp_hidden_dim, vocab_size, window, tokens):
+    """(6 |θ_W| + 12 M n D) FLOPs per token, times the tokens."""
+    matrices = num_blocks * (4 * dim**2 + 2 * dim * mlp_hidden_dim)
+    matrices += vocab_size * dim  # the read-out; the token table is a look-up
+    attention = 12 * num_blocks * window * dim
+    return (6 * matrices + attention) * tokens
+
+
+def parabola_optimum(sizes, losses):
+    """exp(-b / 2a) of the parabola L = a x² + b x + c, x = log |θ|."""
+    a, b, _ = np.polyfit(np.log(sizes), losses, 2)
+    return np.exp(-b / (2 * a))
+
+
+def power_law_fit(x, y):
+    """(u, c) of y = c x^u: a line through (log x, log y)."""
+    u, log_c = np.polyfit(np.log(x), np.log(y), 1)
+    return u, np.exp(log_c)
