@@ -24,6 +24,22 @@
 (function () {
   "use strict";
 
+  /* What this script computes, as JSON: for every block (a BlockConfig) and for each kind of
+   * model, the values of the options it implements. transformer_intro.export reads it and
+   * refuses to write a model with any other value, which the page would silently compute as
+   * another function (grouped heads, QK-norm, RMSNorm, a gated MLP, ... are not here). */
+  const SUPPORTED = {
+    "block": {
+      "num_kv_heads": [null], "scaled": [true], "combine_heads": ["sum"],
+      "qk_activation": [null], "qk_norm": [false], "attention_bias": [false],
+      "rotary_layout": ["interleaved"], "norm": ["layer"], "residual": ["input"],
+      "mlp": ["mlp"], "mlp_num_layers": [1], "activation": ["gelu_tanh"]
+    },
+    "vit": { "block.rotary": [false] },
+    "lm": { "learned_positions": [false], "tied_embeddings": [false], "scan_blocks": [false] },
+    "dates": { "encoder.rotary": [false], "decoder.rotary": [false] }
+  };
+
   const script = document.currentScript;
   const BASE = script && script.src ? script.src.replace(/[^/]*$/, "") : "_static/";
 

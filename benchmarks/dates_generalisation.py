@@ -19,13 +19,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_intro import EncoderDecoder, count_parameters
+from transformer_intro import count_parameters
+from transformer_intro.block import BlockConfig
 from transformer_intro.datasets import dates
+from transformer_intro.models import EncoderDecoderConfig
 from transformer_intro.tasks import DATES_RECIPE, SequenceToSequence
 from transformer_intro.training import fit
 
 # The chapter's model.
-MODEL = dict(token_dim=64, num_heads=4, mlp_hidden_dim=128, encoder_layers=2, decoder_layers=2)
+# Chapter 10's model: both stacks of two blocks of width 64, four heads, an MLP of 128.
+MODEL = EncoderDecoderConfig(
+    len(dates.SOURCE_VOCABULARY),
+    len(dates.TARGET_VOCABULARY),
+    dates.MAX_SOURCE_LENGTH,
+    dates.TARGET_LENGTH,
+    encoder=BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128),
+    decoder=BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128),
+    encoder_layers=2,
+    decoder_layers=2,
+)
 
 
 def format_of(text: str, iso: str) -> str:
@@ -47,14 +59,7 @@ def main() -> None:
     sources = dates.encode_sources(t for t, _ in train_pairs)
     target_inputs, targets = dates.encode_targets(i for _, i in train_pairs)
     task = SequenceToSequence((sources, target_inputs, targets), start_id=dates.START_ID)
-    model = EncoderDecoder(
-        len(dates.SOURCE_VOCABULARY),
-        len(dates.TARGET_VOCABULARY),
-        max_source_length=dates.MAX_SOURCE_LENGTH,
-        max_target_length=dates.TARGET_LENGTH,
-        key=jax.random.PRNGKey(0),
-        **MODEL,
-    )
+    model = MODEL.build(key=jax.random.PRNGKey(0))
     print(f"model {MODEL}, {count_parameters(model):,} parameters; {recipe}")
     model, history = fit(model, task, recipe, progress=False)
     print(f"{recipe.steps} steps in {history.seconds[-1]:.1f} s of training")

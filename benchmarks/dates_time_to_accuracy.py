@@ -15,15 +15,27 @@ from __future__ import annotations
 import argparse
 
 import jax
-from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
+from overrides import parse_overrides, with_changes  # benchmarks/overrides.py, beside this script
 
-from transformer_intro import EncoderDecoder, count_parameters
+from transformer_intro import count_parameters
+from transformer_intro.block import BlockConfig
 from transformer_intro.datasets import dates
+from transformer_intro.models import EncoderDecoderConfig
 from transformer_intro.tasks import DATES_RECIPE, SequenceToSequence
 from transformer_intro.training import fit
 
 # The chapter's model.
-MODEL = dict(token_dim=64, num_heads=4, mlp_hidden_dim=128, encoder_layers=2, decoder_layers=2)
+# Chapter 10's model: both stacks of two blocks of width 64, four heads, an MLP of 128.
+MODEL = EncoderDecoderConfig(
+    len(dates.SOURCE_VOCABULARY),
+    len(dates.TARGET_VOCABULARY),
+    dates.MAX_SOURCE_LENGTH,
+    dates.TARGET_LENGTH,
+    encoder=BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128),
+    decoder=BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128),
+    encoder_layers=2,
+    decoder_layers=2,
+)
 
 
 def main() -> None:
@@ -34,7 +46,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], help="override model fields")
     parser.add_argument("--train", nargs="*", default=[], help="override Recipe fields")
     args = parser.parse_args()
-    model_options = {**MODEL, **parse_overrides(args.set)}
+    model_config = with_changes(MODEL, parse_overrides(args.set))
     recipe = DATES_RECIPE.replace(**parse_overrides(args.train))
 
     train_pairs, test_pairs = dates.load_splits(train_size=150_000, test_size=2000, seed=0)
@@ -49,20 +61,13 @@ def main() -> None:
         ),
         start_id=dates.START_ID,
     )
-    print(f"model {model_options}, recipe {recipe}")
+    print(f"model {model_config}, recipe {recipe}")
     print(
         f"{'steps':>6s} {'seconds':>8s} {'exact match':>12s} "
         f"{'per character':>14s} {'parameters':>11s}"
     )
     for steps in args.steps:
-        model = EncoderDecoder(
-            len(dates.SOURCE_VOCABULARY),
-            len(dates.TARGET_VOCABULARY),
-            max_source_length=dates.MAX_SOURCE_LENGTH,
-            max_target_length=dates.TARGET_LENGTH,
-            key=jax.random.PRNGKey(recipe.seed),
-            **model_options,
-        )
+        model = model_config.build(key=jax.random.PRNGKey(recipe.seed))
         model, history = fit(model, task, recipe.replace(steps=steps), progress=False)
         figures = task.evaluate(model)
         print(

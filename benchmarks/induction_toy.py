@@ -52,7 +52,7 @@ def main() -> None:
         model, history = fit(model, task, recipe, eval_every=5, progress=False)
         rows = history.evaluations
         formed = next((r for r in rows if r["second_half"] < threshold), None)
-        second_block = [f"prefix_1_{h}" for h in range(config.num_heads)]
+        second_block = [f"prefix_1_{h}" for h in range(config.block.num_heads)]
         run = {
             "seed": seed,
             "formed_at_step": None if formed is None else formed["step"],

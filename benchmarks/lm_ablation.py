@@ -27,6 +27,7 @@ from pathlib import Path
 
 import jax
 from fixed_time import load_average, train_for_seconds  # beside this script
+from overrides import with_changes
 from report import machine, write_json
 
 from transformer_intro import LanguageModel, Vocabulary, count_parameters
@@ -148,7 +149,7 @@ def main() -> None:
     print(json.dumps(results["machine"]), flush=True)
     for name in names:
         _, config_changes, recipe_changes = VARIANTS[name]
-        config = SHAKESPEARE_CONFIG.replace(vocab_size=len(vocabulary), **config_changes)
+        config = with_changes(SHAKESPEARE_CONFIG, {"vocab_size": len(vocabulary), **config_changes})
         recipe = SHAKESPEARE_RECIPE.replace(**recipe_changes)
         try:
             row = run(name, config, recipe, task, args.seconds)

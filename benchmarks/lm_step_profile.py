@@ -40,6 +40,7 @@ from transformer_intro import LanguageModel, LMConfig, Vocabulary
 from transformer_intro.datasets.shakespeare import load_shakespeare
 from transformer_intro.tasks import NextSymbolPrediction
 from transformer_intro.training import Recipe, batch_key, run_steps, train_step
+from transformer_intro.training.format2 import lift_model_config
 
 
 def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
@@ -48,7 +49,14 @@ def step_and_inputs(run: dict, text: str, vocabulary: Vocabulary):
     The compiled step is the program that is counted, timed and traced alike. Also returned: the
     run's configuration, recipe and task.
     """
-    config = LMConfig.from_json(json.dumps(run["config"]))
+    # the results file records each run's configuration as its checkpoint would (format 2's
+    # flat fields in the runs of before format 3)
+    fields = (
+        run["config"]
+        if "block" in run["config"]
+        else lift_model_config("LanguageModel", run["config"])
+    )
+    config = LMConfig.from_dict(fields)
     recipe = Recipe.from_json(json.dumps(run["recipe"]))
     task = NextSymbolPrediction(vocabulary.encode(text), window=config.window)
     model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
@@ -134,7 +142,8 @@ def profile(name: str, run: dict, text: str, vocabulary: Vocabulary, steps: int)
     kernels = sum(kinds.values())
     products = kinds.pop("matrix product", 0.0)
     tokens = recipe.batch_size * config.window
-    peak = matmul_gflops("x @ w", tokens, config.dim, 4 * config.dim, "float32")
+    d = config.block.dim
+    peak = matmul_gflops("x @ w", tokens, d, 4 * d, "float32")
     print(f"\n{run['label']} ({name}): batch {recipe.batch_size} x {config.window} tokens")
     model, state, _ = inputs
     loop = loop_seconds_per_step(model, state, task, recipe)
@@ -156,7 +165,7 @@ def profile(name: str, run: dict, text: str, vocabulary: Vocabulary, steps: int)
     # Every FLOP XLA counts, over the products' time alone: an upper bound on their rate.
     print(
         f"  the products: at most {flops / (products / 1e3) / 1e9:.0f} GFLOP/s per CPU second; "
-        f"one ({tokens} x {config.dim}) x ({config.dim} x {4 * config.dim}) product alone: "
+        f"one ({tokens} x {d}) x ({d} x {4 * d}) product alone: "
         f"{peak:.0f} GFLOP/s on {os.cpu_count()} cores, {peak / os.cpu_count():.0f} per core"
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 import jax
-from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
+from overrides import parse_overrides, with_changes  # benchmarks/overrides.py, beside this script
 
 from transformer_intro import LanguageModel, Vocabulary, count_parameters
 from transformer_intro.datasets.shakespeare import load_shakespeare
@@ -33,7 +33,8 @@ def main() -> None:
     args = parser.parse_args()
     train_text, validation_text = load_shakespeare("train"), load_shakespeare("validation")
     vocabulary = Vocabulary.from_text(train_text)
-    config = SHAKESPEARE_CONFIG.replace(vocab_size=len(vocabulary), **parse_overrides(args.set))
+    changes = {"vocab_size": len(vocabulary), **parse_overrides(args.set)}
+    config = with_changes(SHAKESPEARE_CONFIG, changes)
     recipe = SHAKESPEARE_RECIPE.replace(**parse_overrides(args.train))
     model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
     print(config, f"{count_parameters(model):,} parameters", sep="\n")

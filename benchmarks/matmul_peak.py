@@ -90,7 +90,7 @@ def peak_table(batch_size: int, rounds: int) -> dict[tuple[str, str], float]:
     config = get_config("reference")
     tokens = batch_size * (config.num_patches + 1)
     # One head's keys, values and queries come from one product (MultiHeadSelfAttention.batched).
-    width, projected = config.dim, 2 * config.head_dim + config.dim
+    width, projected = config.block.dim, 2 * config.block.keys_dim + config.block.dim
     cases = {
         "2048 x 2048 x 2048": ("x @ w", 2048, 2048, 2048),
         "projection, forward (x @ w)": ("x @ w", tokens, width, projected),

@@ -71,16 +71,18 @@ class Record:
 # base 100,000 in the half layout) on chapter 9's sizes, reading 1,024 byte-pair tokens.
 LM_VOCABULARY = 1024
 LM_CONFIG = SHAKESPEARE_CONFIG.replace(
+    block=SHAKESPEARE_CONFIG.block.replace(
+        mlp_hidden_dim=344,
+        num_kv_heads=2,
+        qk_norm=True,
+        rotary_base=100_000.0,
+        rotary_layout="half",
+        norm="rms",
+        mlp="gated",
+        activation="silu",
+        mlp_bias=False,
+    ),
     vocab_size=LM_VOCABULARY,
-    norm="rms",
-    mlp="gated",
-    activation="silu",
-    mlp_bias=False,
-    mlp_hidden_dim=344,
-    num_kv_heads=2,
-    qk_norm=True,
-    rotary_base=100_000.0,
-    rotary_layout="half",
 )
 LM_RECIPE = SHAKESPEARE_RECIPE.replace(matrix_optimiser="muon", muon_learning_rate=0.02)
 

@@ -233,7 +233,7 @@ def predict(results: dict, vocab_size: int) -> dict:
             "loss": float(surface(size, tokens)),
             "loss_interval": np.percentile(loss_samples, [2.5, 97.5]).tolist(),
         },
-        "model": [config.dim, config.num_blocks],
+        "model": [config.block.dim, config.num_blocks],
         "N": size,
         "steps": steps,
         "D": tokens,

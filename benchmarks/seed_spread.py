@@ -36,6 +36,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from lm_ablation import VARIANTS  # beside this script
+from overrides import with_changes
 from report import machine, write_json
 from tqdm import tqdm
 
@@ -131,7 +132,7 @@ def train_one(run: dict, tasks: Tasks) -> dict:
     """Train one run and return its row of the result file."""
     kind = "BPE" if run["variant"] == "BPE" else "characters"
     task, vocab_size, each_id = tasks.get(kind)
-    config = SHAKESPEARE_CONFIG.replace(vocab_size=vocab_size, **run["config"])
+    config = with_changes(SHAKESPEARE_CONFIG, {"vocab_size": vocab_size, **run["config"]})
     recipe = run["recipe"]
     model = LanguageModel(config, key=jax.random.PRNGKey(recipe.seed))
     _, history = fit(model, task, recipe, eval_every=recipe.steps // 2, progress=False)
@@ -146,7 +147,7 @@ def saved_row(run: dict, tasks: Tasks) -> dict | None:
     saved, info = load_checkpoint(CHECKPOINTS / name)
     kind = "BPE" if run["variant"] == "BPE" else "characters"
     task, vocab_size, each_id = tasks.get(kind)
-    config = SHAKESPEARE_CONFIG.replace(vocab_size=vocab_size, **run["config"])
+    config = with_changes(SHAKESPEARE_CONFIG, {"vocab_size": vocab_size, **run["config"]})
     if info.recipe != run["recipe"] or saved.config != config:
         return None  # another run than the one planned: train it
     row = _row(run, config, run["recipe"], info.history.evaluations, task, each_id)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 import jax
-from overrides import parse_overrides  # benchmarks/overrides.py, beside this script
+from overrides import parse_overrides, with_changes  # benchmarks/overrides.py, beside this script
 
 from transformer_intro import VisionTransformer, count_parameters, get_config
 from transformer_intro.datasets import load_mnist
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=100, help="steps between evaluations")
     args = parser.parse_args()
 
-    model_config = get_config(args.config).replace(**parse_overrides(args.set))
+    model_config = with_changes(get_config(args.config), parse_overrides(args.set))
     recipe = VIT_RECIPE.replace(**parse_overrides(args.train))
     task = ImageClassification(load_mnist("train"), load_mnist("test"), max_shift=args.max_shift)
     model = VisionTransformer(model_config, key=jax.random.PRNGKey(recipe.seed))

@@ -132,12 +132,11 @@ def vit_example() -> dict:
     import jax
     import jax.numpy as jnp
 
-    from transformer_intro.export import OUT_DIR as MODELS_DIR
     from transformer_intro.export import prepare_drawing, read_export
     from transformer_intro.training import load_checkpoint
 
     # the page's ten test digits, from the exported file (no MNIST download needed)
-    payload, _ = read_export(MODELS_DIR / "vit.js")
+    payload, _ = read_export(REPO / "_interactive" / "models" / "vit.js")
     extra = payload["extra"]
     digits = np.frombuffer(base64.b64decode(extra["digits"]), np.uint8).reshape(-1, 28, 28)
     digit = digits[extra["labels"].index(VIT_DIGIT)] / 255.0

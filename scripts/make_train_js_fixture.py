@@ -39,6 +39,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from transformer_intro.block import BlockConfig  # noqa: E402
 from transformer_intro.datasets.shakespeare import load_play  # noqa: E402
 from transformer_intro.export import _tensors  # noqa: E402
 from transformer_intro.models.language_model import LanguageModel, LMConfig  # noqa: E402
@@ -86,8 +87,20 @@ RECIPE_FIELDS = (
 
 def lm_config(config: dict, vocab_size: int) -> LMConfig:
     """The package's configuration for the page's ``config`` (window, dim, heads, blocks, MLP)."""
-    keys = ("window", "dim", "num_heads", "num_blocks", "mlp_hidden_dim")
-    return LMConfig(vocab_size=vocab_size, **{k: int(config[k]) for k in keys})
+    dim, heads = int(config["dim"]), int(config["num_heads"])
+    block = BlockConfig(
+        dim=dim,
+        num_heads=heads,
+        mlp_hidden_dim=int(config["mlp_hidden_dim"]),
+        value_dim=dim // heads,
+        rotary=True,
+    )
+    return LMConfig(
+        vocab_size=vocab_size,
+        window=int(config["window"]),
+        block=block,
+        num_blocks=int(config["num_blocks"]),
+    )
 
 
 def flat_from_model(model: LanguageModel) -> np.ndarray:
@@ -158,8 +171,8 @@ def fixture() -> dict:
             }
         )
     recipe = {k: getattr(RECIPE, k) for k in RECIPE_FIELDS}
-    config_out = dict(CONFIG, vocab_size=len(symbols), norm_eps=config.norm_eps)
-    config_out["rotary_base"] = config.rotary_base
+    config_out = dict(CONFIG, vocab_size=len(symbols), norm_eps=config.block.norm_eps)
+    config_out["rotary_base"] = config.block.rotary_base
     return {
         "about": "written by scripts/make_train_js_fixture.py; checked by tests/test_train_js.py",
         "config": config_out,

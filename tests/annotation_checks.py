@@ -16,20 +16,19 @@ import traceback
 import jax
 import jax.numpy as jnp
 import jaxtyping
+from factories import tiny_lm, tiny_vit
 
-from transformer_intro import EncoderDecoder, LanguageModel, LMConfig, VisionTransformer
+from transformer_intro import EncoderDecoder, LanguageModel, VisionTransformer
 from transformer_intro.adapters import LoRALanguageModel
 from transformer_intro.attention import causal_mask
-from transformer_intro.block import TransformerBlock
-from transformer_intro.models import ViTConfig
+from transformer_intro.block import BlockConfig, TransformerBlock
+from transformer_intro.models import EncoderDecoderConfig
 from transformer_intro.models.generation import cached_logits, generate, generate_ids
 from transformer_intro.pretrained.smollm2 import smollm2_config
 
 KEY = jax.random.PRNGKey(0)
-TINY_VIT = ViTConfig(
-    image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32, num_classes=4
-)
-TINY_LM = LMConfig(vocab_size=11, window=8, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
+TINY_VIT = tiny_vit(num_classes=4)
+TINY_LM = tiny_lm(vocab_size=11, num_blocks=2)
 # The Llama family's options (RMSNorm, a gated MLP, grouped key-value heads, rotary halves),
 # as the pretrained model's configuration builds them.
 TINY_LLAMA = smollm2_config(
@@ -45,7 +44,7 @@ def calls():
     yield "VisionTransformer.__call__", lambda: vit(images[0])
     yield "VisionTransformer.batched", lambda: vit.batched(images)
 
-    block = TransformerBlock(16, 2, 32, key=KEY)
+    block = TransformerBlock(BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32), key=KEY)
     x = jnp.ones((3, 5, 16))
     yield "TransformerBlock.__call__", lambda: block(x[0], causal_mask(5))
     yield "TransformerBlock.batched", lambda: block.batched(x, causal_mask(5))
@@ -69,15 +68,16 @@ def calls():
     yield "LoRALanguageModel.__call__", lambda: lora(symbols)
 
     model = EncoderDecoder(
-        13,
-        9,
-        max_source_length=7,
-        max_target_length=6,
-        token_dim=16,
-        num_heads=2,
-        mlp_hidden_dim=24,
-        encoder_layers=1,
-        decoder_layers=1,
+        EncoderDecoderConfig(
+            13,
+            9,
+            max_source_length=7,
+            max_target_length=6,
+            encoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=24),
+            decoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=24),
+            encoder_layers=1,
+            decoder_layers=1,
+        ),
         key=KEY,
     )
     sources = jnp.array([[3, 4, 5, 0, 0, 0, 0], [6, 7, 8, 9, 10, 0, 0]], jnp.int32)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from factories import lm_block, tiny_lm
 
 from transformer_intro.adapters import (
     LoRALanguageModel,
@@ -13,7 +14,7 @@ from transformer_intro.adapters import (
     lora_parameter_count,
     projection_matrix,
 )
-from transformer_intro.models import LanguageModel, LMConfig
+from transformer_intro.models import LanguageModel
 from transformer_intro.pretrained import SMOLLM2_135M
 from transformer_intro.training import (
     CheckpointError,
@@ -24,7 +25,7 @@ from transformer_intro.training import (
     weights_fingerprint,
 )
 
-CONFIG = LMConfig(vocab_size=11, window=8, dim=16, num_heads=4, num_blocks=2, mlp_hidden_dim=32)
+CONFIG = tiny_lm(vocab_size=11, num_blocks=2, block=lm_block(num_heads=4))
 SYMBOLS = jnp.array([1, 4, 2, 7, 3, 0, 5])
 
 
@@ -161,7 +162,7 @@ def test_unknown_projection_is_refused():
 # Saving the adapter alone
 # ---------------------------------------------------------------------------------------------
 
-WIDE = LMConfig(vocab_size=11, window=8, dim=64, num_heads=4, num_blocks=2, mlp_hidden_dim=256)
+WIDE = tiny_lm(vocab_size=11, num_blocks=2, block=lm_block(64, 4, 256))
 
 
 def _wide_lora(parts=("query", "value")):

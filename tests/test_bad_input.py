@@ -10,8 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import tiny_lm as tiny_lm_config
+from factories import tiny_vit
 
-from transformer_intro import LanguageModel, LMConfig, VisionTransformer, ViTConfig
+from transformer_intro import LanguageModel, VisionTransformer
 from transformer_intro.attention import (
     MultiHeadAttention,
     attention_weights,
@@ -23,7 +25,7 @@ from transformer_intro.training import History, Recipe, fit, load_checkpoint, sa
 from transformer_intro.training.checkpoints import CheckpointError
 from transformer_intro.training.loop import NonFiniteLoss
 
-TINY_LM = LMConfig(vocab_size=7, window=8, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32)
+TINY_LM = tiny_lm_config()
 RECIPE = Recipe(steps=12, batch_size=4, learning_rate=1e-3, steps_per_call=2)
 
 
@@ -132,12 +134,14 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatc
 
 def test_resuming_with_a_changed_model_configuration_names_the_fields(tmp_path):
     path = resumable(tmp_path / "run.eqx", tiny_lm())
-    changed = tiny_lm(TINY_LM.replace(activation="silu", rotary_base=500.0))
+    changed = tiny_lm(
+        TINY_LM.replace(block=TINY_LM.block.replace(rotary_base=500.0, activation="silu"))
+    )
     task = NextSymbolPrediction(symbols(), window=8)
     with pytest.raises(
         CheckpointError,
-        match=r"different model configuration \(activation: 'gelu_tanh' there, 'silu' here; "
-        r"rotary_base: 10000.0 there, 500.0 here\)",
+        match=r"different model configuration \(block.rotary_base: 10000.0 there, 500.0 here; "
+        r"block.activation: 'gelu_tanh' there, 'silu' here\)",
     ):
         fit(changed, task, RECIPE, checkpoint_path=path, resume=True, progress=False)
 
@@ -159,7 +163,7 @@ def test_resuming_with_a_recipe_of_another_optimiser_names_the_field(tmp_path):
 def test_resuming_another_model_class_names_both(tmp_path):
     path = resumable(tmp_path / "run.eqx", tiny_lm())
     vit = VisionTransformer(
-        ViTConfig(image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32),
+        tiny_vit(),
         key=jax.random.PRNGKey(0),
     )
     images = np.zeros((4, 8, 8), np.uint8)

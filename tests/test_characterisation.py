@@ -30,6 +30,8 @@ import pytest
 from jaxtyping import Array
 
 from transformer_intro import EncoderDecoder, LanguageModel, LMConfig, VisionTransformer, ViTConfig
+from transformer_intro.block import BlockConfig
+from transformer_intro.models import EncoderDecoderConfig
 from transformer_intro.tasks import (
     ImageClassification,
     NextSymbolPrediction,
@@ -109,7 +111,10 @@ def vit_prepare(batch):
 
 
 VIT_CONFIG = ViTConfig(
-    image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32
+    image_size=8,
+    patch_size=4,
+    block=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32),
+    num_blocks=2,
 )
 
 
@@ -158,7 +163,12 @@ def test_next_symbol_prediction_equals_the_old_language_model_loop():
         steps_per_call=5,
         seed=2,
     )
-    config = LMConfig(vocab_size=11, window=8, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
+    config = LMConfig(
+        vocab_size=11,
+        window=8,
+        block=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32, value_dim=8, rotary=True),
+        num_blocks=2,
+    )
     task = NextSymbolPrediction(np.arange(40) % 11, window=8)
     model = LanguageModel(config, key=jax.random.PRNGKey(4))
     batches = jnp.asarray(FIXTURE["lm_windows"])
@@ -185,15 +195,16 @@ def test_sequence_to_sequence_equals_the_old_encoder_decoder_loop():
         seed=5,
     )
     model = EncoderDecoder(
-        9,
-        7,
-        max_source_length=6,
-        max_target_length=5,
-        token_dim=16,
-        num_heads=2,
-        mlp_hidden_dim=32,
-        encoder_layers=1,
-        decoder_layers=2,
+        EncoderDecoderConfig(
+            9,
+            7,
+            max_source_length=6,
+            max_target_length=5,
+            encoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32),
+            decoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32),
+            encoder_layers=1,
+            decoder_layers=2,
+        ),
         key=jax.random.PRNGKey(6),
     )
     # The decoder layer's parameters moved into a block: start from the old initial values.

@@ -17,31 +17,25 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from factories import tiny_encoder_decoder, tiny_lm, tiny_vit
 
 from transformer_intro import (
     MLP,
     EncoderDecoder,
-    EncoderDecoderConfig,
     LanguageModel,
     LMConfig,
     VisionTransformer,
-    ViTConfig,
 )
+from transformer_intro.block import BlockConfig
 from transformer_intro.config import MODEL_CONFIGS, JsonConfig, ModelConfig, register_model
 from transformer_intro.training import Recipe, load_checkpoint, save_checkpoint
 from transformer_intro.training.checkpoints import CheckpointError
 
 # A tiny configuration of every registered model.
 TINY = {
-    "VisionTransformer": ViTConfig(
-        image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32
-    ),
-    "LanguageModel": LMConfig(
-        vocab_size=7, window=8, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32
-    ),
-    "EncoderDecoder": EncoderDecoderConfig(
-        9, 8, 6, 5, token_dim=16, num_heads=2, mlp_hidden_dim=32, encoder_layers=1
-    ),
+    "VisionTransformer": tiny_vit(),
+    "LanguageModel": tiny_lm(),
+    "EncoderDecoder": tiny_encoder_decoder(encoder_layers=1),
 }
 RECIPE = Recipe(steps=4, batch_size=2, learning_rate=1e-3)
 
@@ -75,9 +69,7 @@ def test_build_draws_the_weights_the_constructor_draws():
     vit, lm, ed = (TINY[n] for n in ("VisionTransformer", "LanguageModel", "EncoderDecoder"))
     assert same_weights(vit.build(key=key), VisionTransformer(vit, key=key))
     assert same_weights(lm.build(key=key), LanguageModel(lm, key=key))
-    fields = dataclasses.asdict(ed)
-    sizes = fields.pop("source_vocab_size"), fields.pop("target_vocab_size")
-    assert same_weights(ed.build(key=key), EncoderDecoder(*sizes, **fields, key=key))
+    assert same_weights(ed.build(key=key), EncoderDecoder(ed, key=key))
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
@@ -173,7 +165,7 @@ def test_an_unregistered_model_is_refused_by_save(tmp_path):
 
 # -- the JSON mixin ----------------------------------------------------------------------------
 
-CONFIGS = [*TINY.values(), RECIPE]
+CONFIGS = [*TINY.values(), RECIPE, TINY["LanguageModel"].block]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: type(c).__name__)
@@ -208,8 +200,10 @@ def test_unknown_keys_are_refused_by_name(config):
         ({"source_vocab_size": 0}, "source_vocab_size must be a whole number >= 1, got 0"),
         ({"max_target_length": 2.5}, "max_target_length must be a whole number >= 1, got 2.5"),
         ({"decoder_layers": True}, "decoder_layers must be a whole number >= 1, got True"),
-        ({"token_dim": 10, "num_heads": 4}, "token_dim=10 is not divisible by num_heads=4"),
-        ({"value_dim": 0}, "value_dim must be a whole number >= 1, got 0"),
+        (
+            {"decoder": BlockConfig(dim=32, num_heads=2, mlp_hidden_dim=32)},
+            "encoder.dim=16 and decoder.dim=32 must be equal",
+        ),
         ({"position_scale": -1.0}, "position_scale must be a finite number >= 0, got -1.0"),
         ({"position_scale": float("nan")}, "position_scale must be a finite number >= 0"),
         ({"pad_id": 8}, r"pad_id=8 is not an id of both vocabularies \(source 9, target 8"),
@@ -221,10 +215,42 @@ def test_a_bad_encoder_decoder_configuration_is_named(changes, message):
     config = TINY["EncoderDecoder"]
     with pytest.raises(ValueError, match=message):
         config.replace(**changes)
-    fields = {**dataclasses.asdict(config), **changes}
-    sizes = fields.pop("source_vocab_size"), fields.pop("target_vocab_size")
-    with pytest.raises(ValueError, match=message):  # the constructor checks before it draws
-        EncoderDecoder(*sizes, **fields, key=jax.random.PRNGKey(0))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dim": 10, "num_heads": 4}, "dim=10 is not divisible by num_heads=4"),
+        ({"value_dim": 0}, "value_dim must be None or at least 1, got 0"),
+        ({"num_kv_heads": 3}, "num_heads=2 must be a multiple of num_kv_heads=3"),
+        ({"head_dim": 3, "rotary": True}, "rotary positions need an even head_dim, got 3"),
+        ({"norm": "batch"}, "norm must be one of"),
+        ({"mlp": "gated", "mlp_num_layers": 2}, "a gated MLP has one hidden layer"),
+        ({"mlp_bias": False}, "the plain MLP always has biases"),
+    ],
+)
+@pytest.mark.unchecked  # the package's own error, for input its annotations exclude
+def test_a_bad_block_configuration_is_named(changes, message):
+    with pytest.raises(ValueError, match=message):
+        BlockConfig(**{"dim": 16, "num_heads": 2, "mlp_hidden_dim": 32, **changes})
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_every_model_takes_every_block_option(name):
+    # One block description: an option of the block is an option of every model.
+    gqa_rms_gated = dict(
+        num_kv_heads=1, norm="rms", mlp="gated", activation="silu", qk_norm=True, rotary=True
+    )
+    config = TINY[name]
+    stacks = ["encoder", "decoder"] if name == "EncoderDecoder" else ["block"]
+    changed = config.replace(
+        **{s: getattr(config, s).replace(value_dim=8, **gqa_rms_gated) for s in stacks}
+    )
+    model = changed.build(key=jax.random.PRNGKey(0))
+    blocks = [layer.block for layer in model.decoder] if name == "EncoderDecoder" else model.blocks
+    for block in blocks:
+        assert block.attention.num_kv_heads == 1 and block.attention.rotary
+        assert type(block.mlp).__name__ == "GatedMLP" and type(block.mlp_norm).__name__ == "RMSNorm"
 
 
 # -- where the helpers live ----------------------------------------------------------------------

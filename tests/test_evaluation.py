@@ -131,8 +131,14 @@ def test_a_bigram_model_by_hand():
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    config = SHAKESPEARE_CONFIG.replace(vocab_size=40, window=16, dim=32, num_heads=2,
-                                        num_blocks=2, mlp_hidden_dim=64)  # fmt: skip
+    config = SHAKESPEARE_CONFIG.replace(
+        block=SHAKESPEARE_CONFIG.block.replace(
+            dim=32, num_heads=2, mlp_hidden_dim=64, value_dim=16
+        ),
+        vocab_size=40,
+        window=16,
+        num_blocks=2,
+    )
     return LanguageModel(config, key=jax.random.PRNGKey(3))
 
 

@@ -20,11 +20,12 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from factories import tiny_lm, tiny_vit
 from test_training import digits  # the same learnable toy digits (tests/ is on the path)
 
-from transformer_intro import VisionTransformer, ViTConfig
+from transformer_intro import VisionTransformer
 from transformer_intro.adapters import LoRALanguageModel
-from transformer_intro.models import LanguageModel, LMConfig
+from transformer_intro.models import LanguageModel
 from transformer_intro.tasks import ImageClassification, SupervisedPairs
 from transformer_intro.training import (
     CheckpointError,
@@ -41,9 +42,7 @@ from transformer_intro.training import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_VIT = ViTConfig(
-    image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32, num_classes=4
-)
+TINY_VIT = tiny_vit(num_classes=4)
 
 
 RECIPE = Recipe(steps=12, batch_size=16, learning_rate=3e-3, warmup_steps=2, steps_per_call=4)
@@ -132,7 +131,7 @@ def test_a_changed_recipe_field_is_named_with_both_values_and_trained(task, save
 
 def test_a_changed_model_configuration_is_named_and_trained(task, saved, capsys):
     path, _, _ = saved
-    wider = TINY_VIT.replace(dim=32, mlp_hidden_dim=64)
+    wider = TINY_VIT.replace(block=TINY_VIT.block.replace(dim=32, mlp_hidden_dim=64))
     run = fit_or_replay(start(wider), task, RECIPE, path, replay_steps=4, progress=False)
     assert run.variant and run.changes == ("model dim 16 -> 32", "model mlp_hidden_dim 32 -> 64")
     assert "model dim 16 -> 32, model mlp_hidden_dim 32 -> 64: training your variant" in (
@@ -249,7 +248,7 @@ def test_run_diverged_names_the_fix(task, saved):
 
 # -- a low-rank adapter's run (chapter 16's SmolLM2 adapter, in miniature) ----------------------
 
-TINY_LM = LMConfig(vocab_size=13, window=8, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
+TINY_LM = tiny_lm(vocab_size=13, num_blocks=2)
 ADAPTER_RECIPE = Recipe(
     steps=12, batch_size=8, learning_rate=1e-2, warmup_steps=2, weight_decay=0.0, steps_per_call=4
 )

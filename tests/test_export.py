@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
+from transformer_intro.block import BlockConfig
 from transformer_intro.export import (
     MODELS,
-    OUT_DIR,
+    UnsupportedModel,
+    check_supported,
     export_model,
     prepare_drawing,
     read_export,
+    supported_options,
 )
+from transformer_intro.models import CONFIGS, SHAKESPEARE_CONFIG, EncoderDecoderConfig
+
+REPO = Path(__file__).resolve().parents[1]
+OUT_DIR = REPO / "_interactive" / "models"
+INFER_JS = REPO / "_interactive" / "infer.js"
 
 MAX_BYTES = 2_000_000  # per model file
 
@@ -21,7 +31,9 @@ MAX_BYTES = 2_000_000  # per model file
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_committed_files_are_up_to_date(name, tmp_path):
     """Exporting the committed checkpoint again writes the committed file."""
-    fresh = export_model(name, tmp_path)
+    fresh = export_model(
+        name, tmp_path, checkpoints=REPO / "book" / "checkpoints", infer_js=INFER_JS
+    )
     committed = OUT_DIR / f"{name}.js"
     assert committed.is_file(), f"run `python -m transformer_intro.export` to write {committed}"
     if fresh.read_bytes() == committed.read_bytes():
@@ -63,6 +75,55 @@ def test_file_holds_the_checkpoints_weights(name):
         assert len(payload["extra"]["target_symbols"]) == model.config.target_vocab_size
     else:
         assert payload["extra"]["labels"] == list(range(10))
+
+
+def test_infer_js_declares_what_it_supports():
+    supported = supported_options(INFER_JS)
+    assert set(supported) == {"block", *MODELS}
+    assert set(supported["block"]) <= {f for f in BlockConfig.__dataclass_fields__}
+    # the committed models are within it
+    check_supported("lm", SHAKESPEARE_CONFIG, supported)
+    check_supported("vit", CONFIGS["default"], supported)
+
+
+@pytest.mark.parametrize(
+    "kind, config, named",
+    [
+        ("lm", SHAKESPEARE_CONFIG.replace(tied_embeddings=True), "tied_embeddings=True"),
+        (
+            "lm",
+            SHAKESPEARE_CONFIG.replace(block=SHAKESPEARE_CONFIG.block.replace(norm="rms")),
+            "block.norm='rms'",
+        ),
+        ("vit", CONFIGS["reference"], "block.combine_heads='mean'"),
+        (
+            "dates",
+            EncoderDecoderConfig(
+                5,
+                5,
+                4,
+                4,
+                decoder=BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128, qk_norm=True),
+            ),
+            "decoder.qk_norm=True",
+        ),
+    ],
+)
+def test_export_refuses_what_infer_js_does_not_implement(kind, config, named):
+    with pytest.raises(UnsupportedModel, match=re.escape(named)):
+        check_supported(kind, config, supported_options(INFER_JS))
+
+
+def test_export_refuses_an_unsupported_checkpoint_and_writes_nothing(tmp_path):
+    from transformer_intro.training import save_checkpoint
+
+    model = SHAKESPEARE_CONFIG.replace(
+        vocab_size=5, block=SHAKESPEARE_CONFIG.block.replace(num_kv_heads=2)
+    ).build(key=jax.random.PRNGKey(0))
+    save_checkpoint(tmp_path / "shakespeare_lm.eqx", model, extra={"symbols": list("abcde")})
+    with pytest.raises(UnsupportedModel, match="block.num_kv_heads=2"):
+        export_model("lm", tmp_path / "out", checkpoints=tmp_path, infer_js=INFER_JS)
+    assert not (tmp_path / "out" / "lm.js").exists()
 
 
 def test_blank_drawing_is_blank():

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_encoder_decoder, tiny_lm
 
 from transformer_intro.attention import causal_mask, padding_mask
 from transformer_intro.interpretability import (
@@ -36,9 +37,9 @@ from transformer_intro.interpretability import (
     speaker_name_labels,
     zero_head,
 )
-from transformer_intro.models import EncoderDecoder, EncoderDecoderConfig, LanguageModel, LMConfig
+from transformer_intro.models import LanguageModel
 
-CONFIG = LMConfig(vocab_size=11, window=16, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=32)
+CONFIG = tiny_lm(vocab_size=11, window=16, num_blocks=2)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +139,7 @@ def test_the_logit_lens_ends_at_the_models_loss(model, windows):
 def test_prefix_matching_scores_on_a_hand_made_attention():
     # A one-block, one-head model whose attention we replace by an exact induction pattern
     # cannot be built from weights; instead the score is checked on the quantity it averages.
-    config = LMConfig(vocab_size=7, window=12, dim=8, num_heads=2, num_blocks=1, mlp_hidden_dim=8)
+    config = tiny_lm(window=12, block=lm_block(8, 2, 8))
     model = LanguageModel(config, key=jax.random.PRNGKey(4))
     sequences = repeated_random_sequences(jax.random.PRNGKey(5), 3, 6, 7)
     assert sequences.shape == (3, 12) and jnp.all(sequences[:, :6] == sequences[:, 6:])
@@ -155,7 +156,7 @@ def test_prefix_matching_scores_on_a_hand_made_attention():
 
 
 def test_copying_scores_of_a_copying_and_an_anticopying_head():
-    config = LMConfig(vocab_size=8, window=4, dim=8, num_heads=2, num_blocks=1, mlp_hidden_dim=8)
+    config = tiny_lm(vocab_size=8, window=4, block=lm_block(8, 2, 8))
     model = LanguageModel(config, key=jax.random.PRNGKey(6))
     eye = jnp.eye(8)
     attention = model.blocks[0].attention
@@ -238,16 +239,13 @@ def test_bad_models_are_refused(model):
 
 # -- the encoder-decoder: cross-attention heads and source positions ---------------------------
 
-DATES_CONFIG = EncoderDecoderConfig(
-    source_vocab_size=9, target_vocab_size=7, max_source_length=6, max_target_length=5,
-    token_dim=16, num_heads=2, mlp_hidden_dim=32, encoder_layers=1, decoder_layers=2,
-)  # fmt: skip
+DATES_CONFIG = tiny_encoder_decoder(9, 7, 6, 5, encoder_layers=1, decoder_layers=2)
 
 
 @pytest.fixture(scope="module")
 def translator():
     # weights drawn larger than at initialisation, so that every head matters visibly
-    model = EncoderDecoder.from_config(DATES_CONFIG, key=jax.random.PRNGKey(4))
+    model = DATES_CONFIG.build(key=jax.random.PRNGKey(4))
     leaves, tree = jax.tree_util.tree_flatten(model)
     keys = jax.random.split(jax.random.PRNGKey(5), len(leaves))
     leaves = [

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
 from transformer_intro.models.generation import generate_ids
 from transformer_intro.models.kv_cache import (
@@ -20,23 +21,15 @@ from transformer_intro.models.kv_cache import (
     sliding_window_mask,
     windowed_logits,
 )
-from transformer_intro.models.language_model import LanguageModel, LMConfig
+from transformer_intro.models.language_model import LanguageModel
 
 
 def small_model(num_blocks=2, num_kv_heads=2, window=96, seed=0):
-    config = LMConfig(
-        vocab_size=23,
-        window=window,
-        dim=32,
-        num_heads=4,
-        num_kv_heads=num_kv_heads,
-        num_blocks=num_blocks,
-        mlp_hidden_dim=64,
-        norm="rms",
-        mlp="gated",
-        activation="silu",
+    block = lm_block(
+        32, 4, 64, num_kv_heads=num_kv_heads, norm="rms", mlp="gated", activation="silu",
         mlp_bias=False,
-    )
+    )  # fmt: skip
+    config = tiny_lm(vocab_size=23, window=window, num_blocks=num_blocks, block=block)
     model = LanguageModel(config, key=jax.random.PRNGKey(seed))
     # Larger embeddings than the training initialisation, so that every position matters visibly
     # and greedy choices are not near-ties.
@@ -159,7 +152,7 @@ def test_cache_bytes_are_the_arrays_bytes(num_kv_heads):
         half = jax.tree.leaves(model.empty_cache(context, jnp.bfloat16))
         assert cache_bytes(model.config, context, 2) == sum(a.nbytes for a in half)
     # the control: counting the query heads, not the key-value heads, is wrong under grouping
-    ungrouped = model.config.replace(num_kv_heads=None)
+    ungrouped = model.config.replace(block=model.config.block.replace(num_kv_heads=None))
     assert (cache_bytes(ungrouped, 40) == cache_bytes(model.config, 40)) == (num_kv_heads == 4)
 
 

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
 from transformer_intro import Vocabulary
 from transformer_intro.datasets.shakespeare import (
@@ -22,7 +23,7 @@ from transformer_intro.models.generation import (
     generate_ids,
     sample_token,
 )
-from transformer_intro.models.language_model import LanguageModel, LMConfig
+from transformer_intro.models.language_model import LanguageModel
 from transformer_intro.tasks import (
     NextSymbolPrediction,
     evaluation_windows,
@@ -33,14 +34,12 @@ from transformer_intro.training import Recipe, fit, load_checkpoint, save_checkp
 
 
 def small_model(positions="rotary", window=12, seed=0):
-    config = LMConfig(
+    config = tiny_lm(
         vocab_size=11,
         window=window,
-        dim=16,
-        num_heads=2,
         num_blocks=2,
-        mlp_hidden_dim=32,
-        positions=positions,
+        block=lm_block(rotary=positions == "rotary"),
+        learned_positions=positions == "learned",
     )
     model = LanguageModel(config, key=jax.random.PRNGKey(seed))
     # Larger embeddings than the training initialisation, so that every position matters visibly.

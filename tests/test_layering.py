@@ -28,6 +28,7 @@ BUILDING_BLOCKS = (
     "config",  # configurations as JSON, and the registry of the models they build
     "parameters",  # counting a module's parameters
     "precision",
+    "activations",  # the nonlinearities a configuration names
     "xla_flags",  # quick compilation, and the loop emitters where XLA has them
     "quantisation",  # weights in GGUF's blocks, and their products (a C++ kernel via jax.ffi)
     "normalisation",

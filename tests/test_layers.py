@@ -17,6 +17,7 @@ from transformer_intro import (
     patchify,
     sinusoidal_embeddings,
 )
+from transformer_intro.block import BlockConfig
 
 N, D = 5, 8
 
@@ -91,7 +92,10 @@ def test_layernorm_is_permutation_equivariant_and_invariant_to_token_scale(x):
 
 @pytest.mark.parametrize("residual", ["input", "normalised"])
 def test_block_is_permutation_equivariant(x, residual):
-    block = TransformerBlock(D, 2, 16, residual=residual, key=jax.random.PRNGKey(4))
+    block = TransformerBlock(
+        BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16, residual=residual),
+        key=jax.random.PRNGKey(4),
+    )
     assert_close(block(x[permutation()]), block(x)[permutation()], 1e-4)
 
 
@@ -111,20 +115,29 @@ def zero_branches(block):
 
 
 def test_residual_block_with_zero_branches_is_identity(x):
-    block = zero_branches(TransformerBlock(D, 2, 16, key=jax.random.PRNGKey(5)))
+    block = zero_branches(
+        TransformerBlock(
+            BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16), key=jax.random.PRNGKey(5)
+        )
+    )
     assert_close(block(x), x)
 
 
 def test_text_form_with_zero_branches_is_layernorm_not_identity(x):
     block = zero_branches(
-        TransformerBlock(D, 2, 16, residual="normalised", key=jax.random.PRNGKey(5))
+        TransformerBlock(
+            BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16, residual="normalised"),
+            key=jax.random.PRNGKey(5),
+        )
     )
     assert_close(block(x), LayerNorm(D)(x))
     assert not np.allclose(block(x), x, atol=1e-2)
 
 
 def test_block_matches_its_four_equations(x):
-    block = TransformerBlock(D, 2, 16, key=jax.random.PRNGKey(6))
+    block = TransformerBlock(
+        BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16), key=jax.random.PRNGKey(6)
+    )
     x_bar = LayerNorm(D)(x)
     y = x + block.attention(x_bar)
     expected = y + jax.vmap(block.mlp)(LayerNorm(D)(y))
@@ -133,14 +146,20 @@ def test_block_matches_its_four_equations(x):
 
 @pytest.mark.parametrize("residual", ["input", "normalised"])
 def test_block_batched_equals_vmapped(residual):
-    block = TransformerBlock(D, 2, 16, value_dim=4, residual=residual, key=jax.random.PRNGKey(7))
+    block = TransformerBlock(
+        BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16, value_dim=4, residual=residual),
+        key=jax.random.PRNGKey(7),
+    )
     xs = jax.random.normal(jax.random.PRNGKey(8), (3, N, D))
     assert_close(block.batched(xs), jax.vmap(block)(xs), 1e-4)
 
 
 @pytest.mark.parametrize("residual", ["input", "normalised"])
 def test_block_batched_num_outputs_is_the_first_tokens_of_the_full_block(residual):
-    block = TransformerBlock(D, 2, 16, value_dim=4, residual=residual, key=jax.random.PRNGKey(7))
+    block = TransformerBlock(
+        BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16, value_dim=4, residual=residual),
+        key=jax.random.PRNGKey(7),
+    )
     xs = jax.random.normal(jax.random.PRNGKey(8), (3, N, D))
     assert_close(block.batched(xs, num_outputs=1), jax.vmap(block)(xs)[:, :1], 1e-4)
 
@@ -148,7 +167,10 @@ def test_block_batched_num_outputs_is_the_first_tokens_of_the_full_block(residua
 @pytest.mark.unchecked  # the package's own error, for input its annotations exclude
 def test_block_rejects_unknown_residual():
     with pytest.raises(ValueError, match="residual"):
-        TransformerBlock(D, 2, 16, residual="output", key=jax.random.PRNGKey(0))
+        TransformerBlock(
+            BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16, residual="output"),
+            key=jax.random.PRNGKey(0),
+        )
 
 
 # --- tokenisers -----------------------------------------------------------------------------------
@@ -230,7 +252,9 @@ def test_sinusoidal_table_receives_no_gradient(x):
 
 @pytest.mark.parametrize("kind", ["learned", "sinusoidal"])
 def test_position_embeddings_break_permutation_equivariance(x, kind):
-    block = TransformerBlock(D, 2, 16, key=jax.random.PRNGKey(15))
+    block = TransformerBlock(
+        BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16), key=jax.random.PRNGKey(15)
+    )
     pos = PositionEmbedding(N, D, kind=kind, init_scale=1.0, key=jax.random.PRNGKey(16))
     model = lambda s: block(pos(s))
     perm = permutation()

@@ -8,15 +8,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
+from transformer_intro.activations import ACTIVATIONS
 from transformer_intro.mlp import MLP, GatedMLP
 from transformer_intro.models.generation import cached_logits
-from transformer_intro.models.language_model import ACTIVATIONS, LanguageModel, LMConfig
+from transformer_intro.models.language_model import LanguageModel, LMConfig
 from transformer_intro.normalisation import LayerNorm, RMSNorm
 from transformer_intro.training import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = LMConfig(vocab_size=13, window=10, dim=24, num_heads=6, num_blocks=2, mlp_hidden_dim=40)
+SMALL = tiny_lm(vocab_size=13, window=10, num_blocks=2, block=lm_block(24, 6, 40))
 
 # One changed value per option, away from the default.
 OPTIONS = {
@@ -30,8 +32,17 @@ OPTIONS = {
     "rotary_layout": "half",
     "attention_bias": True,
     "tied_embeddings": True,
-    "positions": "learned",
+    "learned_positions": True,
 }
+
+
+def with_option(config: LMConfig, option: str) -> LMConfig:
+    """``config`` with ``option`` set to its value in OPTIONS (in the block, or the model)."""
+    if option == "tied_embeddings":
+        return config.replace(tied_embeddings=True)
+    if option == "learned_positions":  # learned positions in place of rotary ones
+        return config.replace(learned_positions=True, block=config.block.replace(rotary=False))
+    return config.replace(block=config.block.replace(**{option: OPTIONS[option]}))
 
 
 def ids(n=9, seed=1, vocab=13):
@@ -111,17 +122,25 @@ def test_chapter_9_checkpoint_gives_the_logits_it_gave_before_the_options():
 
 def test_defaults_are_chapter_9s_model():
     config = LMConfig(vocab_size=5)
-    assert (config.norm, config.mlp, config.activation) == ("layer", "mlp", "gelu_tanh")
+    assert (config.block.norm, config.block.mlp, config.block.activation) == (
+        "layer",
+        "mlp",
+        "gelu_tanh",
+    )
     assert ACTIVATIONS["gelu_tanh"] is jax.nn.gelu  # jax.nn.gelu's default is the tanh form
-    assert config.num_kv_heads is None and not config.qk_norm and not config.tied_embeddings
-    assert (config.rotary_base, config.rotary_layout) == (10_000.0, "interleaved")
+    assert (
+        config.block.num_kv_heads is None
+        and not config.block.qk_norm
+        and not config.tied_embeddings
+    )
+    assert (config.block.rotary_base, config.block.rotary_layout) == (10_000.0, "interleaved")
 
 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_each_option_changes_the_model(option):
     x = ids()
     base = randomised(LanguageModel(SMALL, key=jax.random.PRNGKey(0)))
-    changed_config = SMALL.replace(**{option: OPTIONS[option]})
+    changed_config = with_option(SMALL, option)
     changed = randomised(LanguageModel(changed_config, key=jax.random.PRNGKey(0)))
     # Negative control: the same configuration twice gives the same function.
     again = randomised(LanguageModel(SMALL.replace(), key=jax.random.PRNGKey(0)))
@@ -134,11 +153,9 @@ def test_each_option_changes_the_model(option):
 
 def test_options_build_the_parts_they_name():
     config = SMALL.replace(
-        norm="rms",
-        mlp="gated",
-        activation="silu",
-        mlp_bias=False,
-        num_kv_heads=2,
+        block=SMALL.block.replace(
+            num_kv_heads=2, norm="rms", mlp="gated", activation="silu", mlp_bias=False
+        ),
         tied_embeddings=True,
     )
     model = LanguageModel(config, key=jax.random.PRNGKey(0))
@@ -181,21 +198,23 @@ def _last_hidden(model, x):
 @pytest.mark.unchecked  # the package's own error, for input its annotations exclude
 def test_bad_options_are_clear_errors(bad):
     with pytest.raises(ValueError, match=next(iter(bad)).split("_")[0]):
-        SMALL.replace(**bad)
+        SMALL.replace(block=SMALL.block.replace(**bad))
 
 
 def test_checkpoint_round_trip_with_every_option(tmp_path):
     config = SMALL.replace(
-        norm="rms",
-        norm_eps=1e-6,
-        mlp="gated",
-        activation="silu",
-        mlp_bias=False,
-        num_kv_heads=3,
-        qk_norm=True,
-        rotary_base=1e5,
-        rotary_layout="half",
-        attention_bias=True,
+        block=SMALL.block.replace(
+            num_kv_heads=3,
+            qk_norm=True,
+            attention_bias=True,
+            rotary_base=1e5,
+            rotary_layout="half",
+            norm="rms",
+            norm_eps=1e-6,
+            mlp="gated",
+            activation="silu",
+            mlp_bias=False,
+        ),
         tied_embeddings=True,
     )
     assert LMConfig.from_json(config.to_json()) == config
@@ -207,10 +226,11 @@ def test_checkpoint_round_trip_with_every_option(tmp_path):
 
 
 def test_repr_shows_the_sizes_and_only_the_options_that_are_set():
-    # Chapter 9 prints its configuration: it reads as it did before the options existed.
+    # Chapter 9 prints its configuration: the sizes, and the options that differ from the
+    # text's block (factored values, rotary positions).
     config = LMConfig(vocab_size=84, window=64)
     assert repr(config) == (
-        "LMConfig(vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, "
-        "mlp_hidden_dim=512, positions='rotary', embedding_init_scale=0.02)"
+        "LMConfig(vocab_size=84, window=64, block=BlockConfig(dim=128, num_heads=4, "
+        "mlp_hidden_dim=512, value_dim=32, rotary=True), num_blocks=4)"
     )
-    assert repr(config.replace(qk_norm=True)).endswith(", qk_norm=True)")
+    assert ", qk_norm=True, " in repr(config.replace(block=config.block.replace(qk_norm=True)))

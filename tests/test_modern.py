@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from transformer_intro.attention import MultiHeadAttention, causal_mask
-from transformer_intro.block import TransformerBlock
+from transformer_intro.block import BlockConfig, TransformerBlock
 from transformer_intro.mlp import MLP, GatedMLP
 from transformer_intro.models import LanguageModel, LMConfig
 from transformer_intro.normalisation import LayerNorm, RMSNorm
@@ -278,19 +278,18 @@ def test_rotary_half_matches_transformers():
     [
         {},
         {"value_dim": K},
-        {"value_dim": K, "use_bias": True},
-        {"mlp_gated": True, "mlp_activation": jax.nn.silu, "mlp_bias": False},
-        {"mlp_gated": True, "mlp_activation": jax.nn.silu, "num_kv_heads": G, "qk_norm": True},
+        {"value_dim": K, "attention_bias": True},
+        {"mlp": "gated", "activation": "silu", "mlp_bias": False},
+        {"mlp": "gated", "activation": "silu", "num_kv_heads": G, "qk_norm": True},
     ],
 )
 def test_zero_init_residual_block_starts_as_the_identity(options):
     x, mask = tokens(30), causal_mask(N)
-    block = TransformerBlock(
-        D, H, 4 * D, zero_init_residual=True, key=jax.random.PRNGKey(31), **options
-    )
+    config = BlockConfig(dim=D, num_heads=H, mlp_hidden_dim=4 * D, **options)
+    block = TransformerBlock(config.replace(zero_init_residual=True), key=jax.random.PRNGKey(31))
     np.testing.assert_array_equal(block(x, mask), x)
     # Negative control: the same block without the option changes its input.
-    plain = TransformerBlock(D, H, 4 * D, key=jax.random.PRNGKey(31), **options)
+    plain = TransformerBlock(config, key=jax.random.PRNGKey(31))
     assert jnp.abs(plain(x, mask) - x).max() > 0.1
     # Only the last maps differ: the other parameters are the plain block's.
     others = jax.tree_util.tree_leaves(block.attention_norm) + [block.attention.query_projections]
@@ -306,7 +305,8 @@ def test_zero_init_residual_gradients_reach_the_zero_maps_first():
     behind a zero matrix until the first update moves it."""
     x, mask = tokens(32), causal_mask(N)
     block = TransformerBlock(
-        D, H, 4 * D, value_dim=K, zero_init_residual=True, key=jax.random.PRNGKey(33)
+        BlockConfig(dim=D, num_heads=H, mlp_hidden_dim=4 * D, value_dim=K, zero_init_residual=True),
+        key=jax.random.PRNGKey(33),
     )
     target = tokens(34)
     grads = jax.grad(lambda b: jnp.sum((b(x, mask) - target) ** 2))(block)
@@ -325,12 +325,16 @@ def test_language_model_with_identity_blocks_reads_out_the_embedding():
     config = LMConfig(
         vocab_size=11,
         window=8,
-        dim=D,
-        num_heads=H,
+        block=BlockConfig(
+            dim=D,
+            num_heads=H,
+            mlp_hidden_dim=2 * D,
+            value_dim=D // H,
+            rotary=True,
+            norm="rms",
+            zero_init_residual=True,
+        ),
         num_blocks=3,
-        mlp_hidden_dim=2 * D,
-        norm="rms",
-        zero_init_residual=True,
     )
     model = LanguageModel(config, key=jax.random.PRNGKey(35))
     symbols = jnp.array([1, 4, 2, 9, 0])
@@ -339,9 +343,13 @@ def test_language_model_with_identity_blocks_reads_out_the_embedding():
     np.testing.assert_allclose(model(symbols), expected, rtol=1e-6, atol=1e-6)
     assert LMConfig.from_json(config.to_json()) == config
     # A configuration saved before the option existed loads without it.
-    old = {k: v for k, v in json.loads(config.to_json()).items() if k != "zero_init_residual"}
-    assert LMConfig.from_json(json.dumps(old)).zero_init_residual is False
-    plain = LanguageModel(config.replace(zero_init_residual=False), key=jax.random.PRNGKey(35))
+    old = json.loads(config.to_json())
+    del old["block"]["zero_init_residual"]
+    assert LMConfig.from_json(json.dumps(old)).block.zero_init_residual is False
+    plain = LanguageModel(
+        config.replace(block=config.block.replace(zero_init_residual=False)),
+        key=jax.random.PRNGKey(35),
+    )
     assert jnp.abs(plain(symbols) - expected).max() > 1e-2
 
 

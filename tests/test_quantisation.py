@@ -170,7 +170,7 @@ def test_a_scanned_model_gives_its_products_the_whole_stack():
         return eqx.combine(block_arrays, rest).extend(x, block_cache, 0)
 
     by_slices = jax.make_jaxpr(lambda x: jax.lax.scan(step, x, (arrays, cache)))(
-        jnp.zeros((12, TINY.dim))
+        jnp.zeros((12, TINY.block.dim))
     )
     sliced = codes_multiplied_in_scans(by_slices.jaxpr)
     assert sliced and not set(sliced) & stacks, sliced

@@ -11,15 +11,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
 from transformer_intro.models.generation import cached_logits, generate
-from transformer_intro.models.language_model import LanguageModel, LMConfig
+from transformer_intro.models.language_model import LanguageModel
 from transformer_intro.training import load_checkpoint, save_checkpoint
 
-CONFIG = LMConfig(
-    vocab_size=13, window=10, dim=16, num_heads=4, num_blocks=3, mlp_hidden_dim=24,
-    norm="rms", mlp="gated", activation="silu", num_kv_heads=2, rotary_layout="half",
-)  # fmt: skip
+CONFIG = tiny_lm(
+    vocab_size=13,
+    window=10,
+    num_blocks=3,
+    block=lm_block(
+        16, 4, 24, num_kv_heads=2, rotary_layout="half", norm="rms", mlp="gated", activation="silu"
+    ),
+)
 KEY = jax.random.PRNGKey(0)
 SYMBOLS = jnp.array([1, 5, 2, 7, 7, 3, 0, 12, 4], jnp.int32)
 

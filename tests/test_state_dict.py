@@ -118,7 +118,7 @@ def test_a_checkpoint_names_missing_and_unread_tensors():
 def hf_state_dict(model: LanguageModel) -> dict[str, np.ndarray]:
     """A Hugging Face Llama state dict holding ``model``'s weights (the converter's inverse)."""
     config = model.config
-    h, k, d = config.num_heads, config.head_dim, config.dim
+    h, k, d = config.block.num_heads, config.block.keys_dim, config.block.dim
     state = {
         "model.embed_tokens.weight": model.tokeniser.table,
         "model.norm.weight": model.final_norm.weight,

@@ -5,13 +5,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
 from transformer_intro.adapters import LoRALanguageModel
-from transformer_intro.models import LanguageModel, LMConfig
+from transformer_intro.models import LanguageModel
 from transformer_intro.tasks import SupervisedPairs
 from transformer_intro.training import Recipe, fit
 
-CONFIG = LMConfig(vocab_size=11, window=8, dim=16, num_heads=4, num_blocks=2, mlp_hidden_dim=32)
+CONFIG = tiny_lm(vocab_size=11, num_blocks=2, block=lm_block(num_heads=4))
 PAIRS = [([1, 2, 3], [4, 5]), ([6, 7], [8, 9, 10, 3]), ([2], [5])]
 
 

@@ -103,10 +103,10 @@ def test_forward_pass_is_infer_js_on_chapter_9s_model(tmp_path):
     import numpy as np
 
     from transformer_intro.datasets.shakespeare import load_shakespeare
-    from transformer_intro.export import OUT_DIR, read_export
+    from transformer_intro.export import read_export
 
     node = _node()
-    payload, _ = read_export(OUT_DIR / "lm.js")
+    payload, _ = read_export(REPO / "_interactive" / "models" / "lm.js")
     symbols = payload["extra"]["symbols"]
     text = load_shakespeare("validation")
     window = payload["config"]["window"]

@@ -10,13 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import tiny_encoder_decoder, tiny_lm, tiny_vit
 
 from transformer_intro import (
-    EncoderDecoder,
     LanguageModel,
-    LMConfig,
     VisionTransformer,
-    ViTConfig,
 )
 from transformer_intro.parallel import make_mesh
 from transformer_intro.tasks import (
@@ -42,10 +40,8 @@ from transformer_intro.training import (
 from transformer_intro.training.checkpoints import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_VIT = ViTConfig(
-    image_size=8, patch_size=4, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32
-)
-TINY_LM = LMConfig(vocab_size=7, window=8, dim=16, num_heads=2, num_blocks=1, mlp_hidden_dim=32)
+TINY_VIT = tiny_vit()
+TINY_LM = tiny_lm()
 
 
 def params(model) -> list[np.ndarray]:
@@ -183,17 +179,8 @@ def test_next_symbol_and_sequence_tasks_batch_and_evaluate():
     targets = np.concatenate([sources[:, :4] % 5 + 3, np.full((20, 1), 2)], axis=1)
     inputs = np.concatenate([np.ones((20, 1), int), targets[:, :-1]], axis=1)
     seq = SequenceToSequence((sources, inputs, targets), (sources, inputs, targets), start_id=1)
-    model = EncoderDecoder(
-        9,
-        8,
-        max_source_length=6,
-        max_target_length=5,
-        token_dim=16,
-        num_heads=2,
-        mlp_hidden_dim=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        key=jax.random.PRNGKey(0),
+    model = tiny_encoder_decoder(encoder_layers=1, decoder_layers=1).build(
+        key=jax.random.PRNGKey(0)
     )
     figures = seq.evaluate(model)
     assert set(figures) == {"exact_match", "loss", "accuracy"} and 0 <= figures["exact_match"] <= 1
@@ -351,16 +338,7 @@ def models():
     return {
         "vit": VisionTransformer(TINY_VIT, key=jax.random.PRNGKey(1)),
         "lm": LanguageModel(TINY_LM, key=jax.random.PRNGKey(2)),
-        "encoder-decoder": EncoderDecoder(
-            9,
-            8,
-            max_source_length=6,
-            max_target_length=5,
-            token_dim=16,
-            num_heads=2,
-            mlp_hidden_dim=32,
-            key=jax.random.PRNGKey(3),
-        ),
+        "encoder-decoder": tiny_encoder_decoder().build(key=jax.random.PRNGKey(3)),
     }
 
 

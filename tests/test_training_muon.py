@@ -9,13 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
-from transformer_intro import LanguageModel, LMConfig
+from transformer_intro import LanguageModel
 from transformer_intro.tasks import SHAKESPEARE_RECIPE, NextSymbolPrediction
 from transformer_intro.training import Recipe, fit
 from transformer_intro.training.recipe import muon_dimensions, optimiser_labels
 
-TINY_LM = LMConfig(vocab_size=7, window=8, dim=16, num_heads=2, num_blocks=2, mlp_hidden_dim=48)
+TINY_LM = tiny_lm(num_blocks=2, block=lm_block(mlp_hidden_dim=48))
 # Constant learning rate from step 0, no clipping and no decay: one update is the bare rule.
 BARE = Recipe(
     steps=1, batch_size=4, learning_rate=1e-3, schedule="constant", muon_learning_rate=0.05

@@ -58,12 +58,12 @@ def chapter_9():
 
 
 def tl_config(model):
-    c = model.config
+    c, b = model.config, model.config.block
     return TransformerBridgeConfig(
-        d_model=c.dim, d_head=c.head_dim, n_heads=c.num_heads, n_layers=c.num_blocks,
-        n_ctx=c.window, d_vocab=c.vocab_size, d_mlp=c.mlp_hidden_dim, act_fn="gelu_new",
-        normalization_type="LN", positional_embedding_type="rotary", rotary_dim=c.head_dim,
-        rotary_base=c.rotary_base, eps=c.norm_eps, init_weights=False,
+        d_model=b.dim, d_head=b.keys_dim, n_heads=b.num_heads, n_layers=c.num_blocks,
+        n_ctx=c.window, d_vocab=c.vocab_size, d_mlp=b.mlp_hidden_dim, act_fn="gelu_new",
+        normalization_type="LN", positional_embedding_type="rotary", rotary_dim=b.keys_dim,
+        rotary_base=b.rotary_base, eps=b.norm_eps, init_weights=False,
     )  # fmt: skip
 
 
@@ -75,9 +75,10 @@ def tensor(x):
 def bridge():
     """Chapter 9's weights in TransformerLens's native model, wrapped in a TransformerBridge."""
     model, _ = chapter_9()
-    c = model.config
-    assert c.norm == "layer" and c.activation == "gelu_tanh" and c.positions == "rotary"
-    assert c.rotary_layout == "interleaved" and not c.attention_bias and not c.tied_embeddings
+    c = model.config.block
+    assert c.norm == "layer" and c.activation == "gelu_tanh" and c.rotary
+    assert c.rotary_layout == "interleaved" and not c.attention_bias
+    assert not model.config.tied_embeddings and not model.config.learned_positions
     assert c.mlp == "mlp" and c.num_kv_heads is None and not c.qk_norm
     cfg = tl_config(model)
     native = NativeModel(cfg)
@@ -142,7 +143,10 @@ def test_the_same_logits():
     assert np.abs(logits - np.asarray(ours)).max() < 1e-3
     # control: the same weights with the other rotary layout, pairs (i, i + K/2), are another
     # model, which TransformerLens's adjacent pairs do not compute
-    half = LanguageModel(model.config.replace(rotary_layout="half"), key=jax.random.PRNGKey(0))
+    half = LanguageModel(
+        model.config.replace(block=model.config.block.replace(rotary_layout="half")),
+        key=jax.random.PRNGKey(0),
+    )
     half = jax.tree.unflatten(jax.tree.structure(half), jax.tree.leaves(model))
     with jax.default_matmul_precision("highest"):
         other = jax.vmap(half)(windows[:, :-1])

@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import tiny_encoder_decoder
 
-from transformer_intro import EncoderDecoder
 from transformer_intro.datasets import dates
 from transformer_intro.training import Recipe, fit
 from transformer_intro.verifier_tasks import (
@@ -28,12 +28,15 @@ RECIPE = Recipe(steps=4, batch_size=4, learning_rate=1e-3, warmup_steps=1, steps
 
 @pytest.fixture(scope="module")
 def model():
-    return EncoderDecoder(
-        len(dates.SOURCE_VOCABULARY), len(dates.TARGET_VOCABULARY),
-        max_source_length=dates.MAX_SOURCE_LENGTH, max_target_length=dates.TARGET_LENGTH,
-        token_dim=16, num_heads=2, mlp_hidden_dim=32, encoder_layers=1, decoder_layers=1,
-        key=jax.random.PRNGKey(0),
-    )  # fmt: skip
+    config = tiny_encoder_decoder(
+        len(dates.SOURCE_VOCABULARY),
+        len(dates.TARGET_VOCABULARY),
+        dates.MAX_SOURCE_LENGTH,
+        dates.TARGET_LENGTH,
+        encoder_layers=1,
+        decoder_layers=1,
+    )
+    return config.build(key=jax.random.PRNGKey(0))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from .attention import (
     qkv_weights,
     to_equinox,
 )
-from .block import TransformerBlock
+from .block import BlockConfig, TransformerBlock
 from .mlp import MLP
 from .models import (
     CONFIGS,
@@ -51,6 +51,7 @@ __all__ = [
     "qkv_attention",
     "qkv_weights",
     "to_equinox",
+    "BlockConfig",
     "TransformerBlock",
     "DecoderLayer",
     "EncoderDecoder",

@@ -202,8 +202,8 @@ def lora_parameter_count(
     The query projection is (H K) x D, the key and value projections (H_kv K) x D, the output
     projection D x (H K) (with value width K), in each of the M blocks.
     """
-    d, h, k = config.dim, config.num_heads, config.head_dim
-    g = config.num_kv_heads or h
+    d, h, k = config.block.dim, config.block.num_heads, config.block.keys_dim
+    g = config.block.num_kv_heads or h
     sides = {"query": (h * k, d), "key": (g * k, d), "value": (g * k, d), "output": (d, h * k)}
     per_block = sum(rank * sum(sides[p]) for p in parts)
     return config.num_blocks * per_block

@@ -40,7 +40,6 @@ __all__ = [
     "causal_mask",
     "dot_product_attention_weights",
     "from_equinox",
-    "identity",
     "padding_mask",
     "qkv_attention",
     "qkv_weights",
@@ -257,14 +256,6 @@ class SelfAttention(eqx.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def identity(x):
-    """``x`` unchanged: the maths' keys and queries, with no activation applied to them.
-
-    :func:`to_equinox` recognises plain attention by this very function object.
-    """
-    return x
-
-
 class MultiHeadAttention(eqx.Module):
     r"""Multi-head attention in the text's form, ``Y = Σ_h V_h X A_h``.
 
@@ -328,7 +319,7 @@ class MultiHeadAttention(eqx.Module):
     scaled: bool = eqx.field(static=True)
     rotary: bool = eqx.field(static=True)
     combine_heads: Literal["sum", "mean"] = eqx.field(static=True)
-    qk_activation: Callable = eqx.field(static=True)
+    qk_activation: Callable | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -340,7 +331,7 @@ class MultiHeadAttention(eqx.Module):
         scaled: bool = True,
         rotary: bool = False,
         combine_heads: Literal["sum", "mean"] = "sum",
-        qk_activation: Callable = identity,
+        qk_activation: Callable | None = None,
         num_kv_heads: int | None = None,
         qk_norm: bool = False,
         qk_norm_eps: float = 1e-6,
@@ -360,8 +351,8 @@ class MultiHeadAttention(eqx.Module):
             rotary: rotate keys and queries by their position (RoPE, Su et al. 2024) so that the
                 scores depend on the relative position of the two tokens.
             combine_heads: "sum" (the maths) or "mean" (the reference code, a rescaled ``V_h``).
-            qk_activation: applied to keys and queries; the identity in the maths. The reference
-                code applies a GELU here, and its configuration reproduces that.
+            qk_activation: applied to keys and queries; None (the maths) applies nothing. The
+                reference code applies a GELU here, and its configuration reproduces that.
             num_kv_heads: H_kv, the number of key-value heads; None means H (multi-head attention),
                 1 multi-query attention. H must be a multiple of H_kv.
             qk_norm: an RMSNorm on each head's keys and queries (QK-norm).
@@ -448,7 +439,8 @@ class MultiHeadAttention(eqx.Module):
 
     def _finish_keys(self, keys: Array, positions: Array) -> Array:
         """Projected keys -> the keys scored: activation, QK-norm, rotation (in that order)."""
-        keys = self.qk_activation(keys)
+        if self.qk_activation is not None:
+            keys = self.qk_activation(keys)
         if self.key_norm is not None:
             keys = self.key_norm(keys)
         return self._rotate(keys, positions) if self.rotary else keys
@@ -456,7 +448,8 @@ class MultiHeadAttention(eqx.Module):
     def _finish_queries(self, queries: Array, positions: Array, bias: Array | None = None) -> Array:
         if bias is not None:
             queries = queries + bias
-        queries = self.qk_activation(queries)
+        if self.qk_activation is not None:
+            queries = self.qk_activation(queries)
         if self.query_norm is not None:
             queries = self.query_norm(queries)
         return self._rotate(queries, positions) if self.rotary else queries
@@ -812,7 +805,7 @@ def to_equinox(mhsa: MultiHeadSelfAttention) -> eqx.nn.MultiheadAttention:
     if (
         not mhsa.scaled
         or mhsa.rotary
-        or mhsa.qk_activation is not identity
+        or mhsa.qk_activation is not None
         or mhsa.query_norm is not None
         or mhsa.query_bias is not None
     ):

@@ -8,7 +8,7 @@ SwiGLU).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from typing import Literal
 
 import equinox as eqx
@@ -16,18 +16,174 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from .attention import MultiHeadSelfAttention
+from .activations import ACTIVATIONS, activation
+from .attention import MultiHeadAttention, MultiHeadSelfAttention
+from .config import JsonConfig, short_repr
 from .mlp import MLP, GatedMLP
 from .normalisation import LayerNorm, RMSNorm
 
-__all__ = ["Norm", "Residual", "TransformerBlock"]
+__all__ = ["BlockConfig", "Norm", "Residual", "TransformerBlock"]
 
 Residual = Literal["input", "normalised"]
 Norm = Literal["layer", "rms"]
 
 
+@dataclasses.dataclass(frozen=True)
+class BlockConfig(JsonConfig):
+    """Every choice that shapes a :class:`TransformerBlock`. Plain values, so it saves as JSON.
+
+    Every model nests one (the encoder-decoder one per stack): what a block can do, every model
+    can. The defaults are the text's block with the usual choices (pre-norm LayerNorm, residuals
+    from the input, scaled scores, summed heads, a GELU MLP).
+
+    Attributes:
+        dim: D, the width of a token.
+        num_heads: H.
+        mlp_hidden_dim: the width of the MLP's hidden layers.
+        head_dim: K, the width of keys and queries; None means D / H.
+        value_dim: None for full D x D value maps ``V_h`` (the text); Dv for ``V_h = O_h W_h``.
+        num_kv_heads: H_kv key-value heads shared by the H query heads; None means H.
+        scaled: divide attention scores by sqrt(K).
+        combine_heads: "sum" (the maths) or "mean" (the reference code).
+        qk_activation: None (the maths), or the name, in
+            :data:`~transformer_intro.activations.ACTIVATIONS`, of a map applied to keys and
+            queries (the reference ViT's "gelu_tanh").
+        qk_norm: an RMSNorm on every key and query (QK-norm), with epsilon ``norm_eps``.
+        attention_bias: a query bias per head and an output bias in the attention (GPT-2).
+        rotary: rotate keys and queries by their position (RoPE).
+        rotary_base: the base of the rotary frequencies.
+        rotary_layout: "interleaved" pairs (2i, 2i+1), "half" pairs (i, i + K/2).
+        norm: "layer" (LayerNorm) or "rms" (RMSNorm) before each branch (and, in a model, before
+            its read-out).
+        norm_eps: the normalisations' epsilon (also QK-norm's).
+        residual: where the first residual starts, "input" (X) or "normalised" (X̄).
+        mlp: "mlp" (``W_2 σ(W_1 x + b_1) + b_2``) or "gated" (``W_down (σ(W_gate x) ⊙ W_up x)``).
+        mlp_num_layers: the number of hidden layers of a plain MLP (a gated one has one).
+        activation: σ, the MLP's nonlinearity, a name in ``ACTIVATIONS``; "silu" with
+            ``mlp="gated"`` is SwiGLU.
+        mlp_bias: biases in a gated MLP (the plain MLP always has them).
+        zero_init_residual: start each branch's last linear map (and its bias) at zero, so that
+            with ``residual="input"`` the block starts as the identity.
+
+    Raises:
+        ValueError: on construction, naming the option, if a size is not positive, D is not a
+            multiple of H without ``head_dim``, H is not a multiple of H_kv, K is odd with
+            ``rotary``, an option names no known choice, or the MLP options contradict each
+            other.
+    """
+
+    dim: int
+    num_heads: int
+    mlp_hidden_dim: int
+    head_dim: int | None = None
+    value_dim: int | None = None
+    num_kv_heads: int | None = None
+    scaled: bool = True
+    combine_heads: Literal["sum", "mean"] = "sum"
+    qk_activation: str | None = None
+    qk_norm: bool = False
+    attention_bias: bool = False
+    rotary: bool = False
+    rotary_base: float = 10_000.0
+    rotary_layout: Literal["interleaved", "half"] = "interleaved"
+    norm: Norm = "layer"
+    norm_eps: float = 1e-5
+    residual: Residual = "input"
+    mlp: Literal["mlp", "gated"] = "mlp"
+    mlp_num_layers: int = 1
+    activation: str = "gelu_tanh"
+    mlp_bias: bool = True
+    zero_init_residual: bool = False
+
+    def __post_init__(self):
+        """Check the choices together, so that a bad one fails here and not deep in the model."""
+        for name in ("dim", "num_heads", "mlp_hidden_dim", "mlp_num_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("head_dim", "value_dim", "num_kv_heads"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be None or at least 1, got {getattr(self, name)}")
+        if self.head_dim is None and self.dim % self.num_heads:
+            raise ValueError(
+                f"model width dim={self.dim} is not divisible by num_heads={self.num_heads}; "
+                "change one of them or set head_dim"
+            )
+        kv_heads = self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+        if self.num_heads % kv_heads:
+            raise ValueError(
+                f"num_heads={self.num_heads} must be a multiple of num_kv_heads={kv_heads}"
+            )
+        if self.rotary and self.keys_dim % 2:
+            raise ValueError(f"rotary positions need an even head_dim, got {self.keys_dim}")
+        choices = {
+            "combine_heads": ("sum", "mean"),
+            "qk_activation": (None, *ACTIVATIONS),
+            "rotary_layout": ("interleaved", "half"),
+            "norm": ("layer", "rms"),
+            "residual": ("input", "normalised"),
+            "mlp": ("mlp", "gated"),
+            "activation": tuple(ACTIVATIONS),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.mlp == "gated" and self.mlp_num_layers != 1:
+            raise ValueError(
+                f"a gated MLP has one hidden layer, got mlp_num_layers={self.mlp_num_layers}"
+            )
+        if self.mlp == "mlp" and not self.mlp_bias:
+            raise ValueError("the plain MLP always has biases: mlp_bias=False needs mlp='gated'")
+        if self.norm_eps <= 0 or self.rotary_base <= 0:
+            raise ValueError(
+                f"norm_eps and rotary_base must be positive, got {self.norm_eps}, "
+                f"{self.rotary_base}"
+            )
+
+    @property
+    def keys_dim(self) -> int:
+        """K, the width of keys and queries (``head_dim``, or D / H)."""
+        return self.dim // self.num_heads if self.head_dim is None else self.head_dim
+
+    def __repr__(self) -> str:
+        # The sizes always, the other options where they differ from the text's block.
+        return short_repr(self, 3)
+
+    def make_norm(self) -> LayerNorm | RMSNorm:
+        """A new normalisation of this block's kind and epsilon over D (unit gain, zero shift)."""
+        return (LayerNorm if self.norm == "layer" else RMSNorm)(self.dim, eps=self.norm_eps)
+
+    def attention_options(self) -> dict:
+        """The keyword arguments of :class:`MultiHeadAttention` this configuration chooses."""
+        return dict(
+            head_dim=self.head_dim,
+            value_dim=self.value_dim,
+            scaled=self.scaled,
+            rotary=self.rotary,
+            combine_heads=self.combine_heads,
+            qk_activation=None if self.qk_activation is None else activation(self.qk_activation),
+            num_kv_heads=self.num_kv_heads,
+            qk_norm=self.qk_norm,
+            qk_norm_eps=self.norm_eps,
+            rotary_base=self.rotary_base,
+            rotary_layout=self.rotary_layout,
+            use_bias=self.attention_bias,
+        )
+
+    def cross_attention(self, *, key: PRNGKeyArray) -> MultiHeadAttention:
+        """Attention of this block's kind from a sequence to another (the encoder-decoder's).
+
+        Positions are not rotated: the two sequences' positions do not count on one scale.
+        """
+        options = self.attention_options() | {"rotary": False}
+        return MultiHeadAttention(self.dim, self.num_heads, key=key, **options)
+
+    def build(self, *, key: PRNGKeyArray) -> TransformerBlock:
+        """The :class:`TransformerBlock` of this configuration, its weights drawn with ``key``."""
+        return TransformerBlock(self, key=key)
+
+
 class TransformerBlock(eqx.Module):
-    r"""One block, ``X ↦ X'``, on one sequence of tokens (rows).
+    r"""One block, ``X ↦ X'``, on one sequence of tokens (rows), as a :class:`BlockConfig` says.
 
     With ``residual="input"`` (the default, and common practice)::
 
@@ -38,10 +194,10 @@ class TransformerBlock(eqx.Module):
     *normalised* input: ``Y = X̄ + MHSA(X̄)``, ``X̄ = LayerNorm(X)``. Then the block never passes
     X through unchanged, even when both branches output zero.
 
-    ``norm="rms"`` puts :class:`RMSNorm` where LayerNorm is, and ``mlp_gated=True`` a
-    :class:`GatedMLP` (SwiGLU with ``mlp_activation=jax.nn.silu``) where the MLP is; the
-    attention's options (grouped-query heads, QK-norm, rotary base and layout, biases) pass
-    through ``attention_options``.
+    ``norm="rms"`` puts :class:`RMSNorm` where LayerNorm is, and ``mlp="gated"`` a
+    :class:`GatedMLP` (SwiGLU with ``activation="silu"``) where the MLP is; the attention's
+    options (grouped-query heads, QK-norm, rotary base and layout, biases) are the
+    configuration's too.
 
     ``zero_init_residual=True`` starts the last linear map of each branch at zero (the
     attention's output projections, or its value maps where it has none, and the MLP's last
@@ -57,78 +213,40 @@ class TransformerBlock(eqx.Module):
     mlp: MLP | GatedMLP
     residual: Residual = eqx.field(static=True)
 
-    def __init__(
-        self,
-        token_dim: int,
-        num_heads: int,
-        mlp_hidden_dim: int,
-        *,
-        head_dim: int | None = None,
-        value_dim: int | None = None,
-        mlp_num_layers: int = 1,
-        mlp_activation: Callable = jax.nn.gelu,
-        mlp_gated: bool = False,
-        mlp_bias: bool = True,
-        norm: Norm = "layer",
-        norm_eps: float = 1e-5,
-        residual: Residual = "input",
-        zero_init_residual: bool = False,
-        key: PRNGKeyArray,
-        **attention_options,
-    ):
+    def __init__(self, config: BlockConfig, *, key: PRNGKeyArray):
         """Build the two normalisations (unit gain, zero shift), the attention and the MLP.
 
         Args:
-            token_dim: D, the width of a token.
-            num_heads: H.
-            mlp_hidden_dim: the width of the MLP's hidden layers.
-            head_dim: K, the width of keys and queries; defaults to D / H.
-            value_dim: None for full D x D value maps ``V_h``, Dv for ``V_h = O_h W_h``.
-            mlp_num_layers: the number of hidden layers of the MLP.
-            mlp_activation: σ, the MLP's nonlinearity.
-            mlp_gated: a gated MLP ``W_down (σ(W_gate x) ⊙ W_up x)`` (SwiGLU with SiLU)
-                instead of the plain one.
-            mlp_bias: biases in a gated MLP (the plain MLP always has them).
-            norm: "layer" (LayerNorm) or "rms" (RMSNorm) before each branch.
-            norm_eps: the normalisations' epsilon.
-            residual: where the first residual starts, "input" (X) or "normalised" (X̄).
-            zero_init_residual: start each branch's last linear map (and its bias) at zero.
+            config: the block's widths and the choice of each part.
             key: a PRNG key.
-            **attention_options: passed on to :class:`MultiHeadSelfAttention` (``scaled``,
-                ``rotary``, ``num_kv_heads``, ...).
 
         Raises:
-            ValueError: if ``residual`` or ``norm`` is not one of its choices, or the MLP
-                options contradict each other.
+            TypeError: if ``config`` is not a :class:`BlockConfig`.
         """
-        if residual not in ("input", "normalised"):
-            raise ValueError(f"residual must be 'input' or 'normalised', got {residual!r}")
-        if norm not in ("layer", "rms"):
-            raise ValueError(f"norm must be 'layer' or 'rms', got {norm!r}")
-        if mlp_gated and mlp_num_layers != 1:
-            raise ValueError(
-                f"a gated MLP has one hidden layer, got mlp_num_layers={mlp_num_layers}"
+        if not isinstance(config, BlockConfig):
+            raise TypeError(
+                f"a TransformerBlock is built from a BlockConfig, got a {type(config).__name__}: "
+                "TransformerBlock(BlockConfig(dim=D, num_heads=H, mlp_hidden_dim=F), key=key)"
             )
-        if not (mlp_gated or mlp_bias):
-            raise ValueError("the plain MLP always has biases: mlp_bias=False needs mlp_gated=True")
         attention_key, mlp_key = jax.random.split(key)
-        make_norm = LayerNorm if norm == "layer" else RMSNorm
-        self.attention_norm = make_norm(token_dim, eps=norm_eps)
+        d = config.dim
+        self.attention_norm = config.make_norm()
         self.attention = MultiHeadSelfAttention(
-            token_dim, num_heads, head_dim, value_dim, key=attention_key, **attention_options
+            d, config.num_heads, key=attention_key, **config.attention_options()
         )
-        self.mlp_norm = make_norm(token_dim, eps=norm_eps)
-        if mlp_gated:
+        self.mlp_norm = config.make_norm()
+        sigma = activation(config.activation)
+        if config.mlp == "gated":
             self.mlp = GatedMLP(
-                token_dim, mlp_hidden_dim, activation=mlp_activation, use_bias=mlp_bias, key=mlp_key
+                d, config.mlp_hidden_dim, activation=sigma, use_bias=config.mlp_bias, key=mlp_key
             )
         else:
             self.mlp = MLP(
-                token_dim, mlp_hidden_dim, mlp_num_layers, activation=mlp_activation, key=mlp_key
+                d, config.mlp_hidden_dim, config.mlp_num_layers, activation=sigma, key=mlp_key
             )
-        if zero_init_residual:
+        if config.zero_init_residual:
             self.attention, self.mlp = _zero_last_maps(self.attention, self.mlp)
-        self.residual = residual
+        self.residual = config.residual
 
     def attention_residual(
         self, x: Float[Array, "N D"], mask: Bool[Array, "N N"] | None = None

@@ -4,6 +4,9 @@ Every model's configuration, and the training recipe, is a frozen dataclass of p
 that it prints, compares and saves as JSON. :class:`JsonConfig` gives them one ``replace``,
 ``to_json`` and ``from_json``, which refuse a field the class does not have by name (a file
 written by a newer version, or a misspelt option) instead of a ``TypeError`` from ``__init__``.
+A configuration may nest another (a model's configuration nests its blocks'
+:class:`~transformer_intro.block.BlockConfig`): the JSON then nests the same way, and
+``from_json`` builds the inner configuration from its object.
 
 A model's configuration is a :class:`ModelConfig`: ``config.build(key=key)`` returns the model.
 The model class is registered under its own name with :func:`register_model`, so a checkpoint
@@ -14,11 +17,14 @@ needs no edit anywhere else.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["MODEL_CONFIGS", "JsonConfig", "ModelConfig", "register_model"]
+__all__ = ["MODEL_CONFIGS", "JsonConfig", "ModelConfig", "register_model", "short_repr"]
 
 T = TypeVar("T", bound="JsonConfig")
 M = TypeVar("M", bound=type)
@@ -70,7 +76,15 @@ class JsonConfig:
                 f"a {cls.__name__} is read from a JSON object, got a {type(fields).__name__}"
             )
         cls._check_names(fields)
-        return cls(**fields)
+        nested = _nested_fields(cls)
+        return cls(
+            **{
+                name: nested[name].from_dict(value)
+                if name in nested and isinstance(value, Mapping)
+                else value
+                for name, value in fields.items()
+            }
+        )
 
     @classmethod
     def _check_names(cls, names) -> None:
@@ -81,6 +95,33 @@ class JsonConfig:
                 f"{cls.__name__} has no field {', '.join(map(repr, unknown))}; "
                 f"its fields are {', '.join(known)}"
             )
+
+
+@functools.cache
+def _nested_fields(cls: type) -> dict[str, type[JsonConfig]]:
+    """The fields of ``cls`` that hold a configuration of their own: name -> its class."""
+    hints = typing.get_type_hints(cls)
+    nested = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        for option in options:
+            if isinstance(option, type) and issubclass(option, JsonConfig):
+                nested[f.name] = option
+    return nested
+
+
+def short_repr(config, always: int) -> str:
+    """``Name(field=value, ...)``: the first ``always`` fields, then those off their default.
+
+    A configuration with many options reads as its sizes and what it changes.
+    """
+    shown = [
+        f"{f.name}={getattr(config, f.name)!r}"
+        for i, f in enumerate(dataclasses.fields(config))
+        if i < always or getattr(config, f.name) != f.default
+    ]
+    return f"{type(config).__name__}({', '.join(shown)})"
 
 
 class ModelConfig(JsonConfig):

@@ -4,8 +4,8 @@ Format. Each model becomes one small JavaScript file, ``_interactive/models/<nam
 does nothing but register one JSON object: ``(window.bookModelData = window.bookModelData ||
 {})["<name>"] = {...};``. A page loads it with a ``<script>`` tag only when the reader starts the
 widget (``fetch`` of a local file is refused from ``file://``, a script tag is not). The object
-holds ``format`` (:data:`FORMAT`), ``kind`` ("vit", "lm" or "dates"), ``config`` (the model's
-configuration, as in its checkpoint, plus ``norm_eps``), ``tensors`` (a list of ``{"name",
+holds ``format`` (:data:`FORMAT`), ``kind`` ("vit", "lm" or "dates"), ``config`` (the sizes the
+script reads, :func:`page_config`), ``tensors`` (a list of ``{"name",
 "shape", "offset"}``: the model's arrays in their checkpoint order, named by their path in the
 model, e.g. ``blocks.0.attention.key_projections``, row-major, ``offset`` counted in numbers),
 ``encoding`` and ``data``, the numbers of all tensors one after the other in base64.
@@ -18,13 +18,24 @@ with their ``labels``); the dates model's source and target symbols, special ids
 
 :func:`prepare_drawing` is the reference for how the page turns a drawn digit into an MNIST-like
 28 x 28 image.
+
+What the page computes. ``infer.js`` implements one kind of block and states which: its
+``SUPPORTED`` object lists, for the blocks (every :class:`~transformer_intro.block.BlockConfig`
+of the model) and for each kind of model, the values of the options it implements.
+:func:`check_supported` reads that declaration from the script and refuses a model with any other
+value, naming the option, since the page would compute another function without a word.
+
+The repository's folders are arguments (:func:`export_model`); ``python -m
+transformer_intro.export`` takes them from the repository it is run in.
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
-import os
+import re
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -32,22 +43,24 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .files import write_atomically
 from .training.checkpoints import load_checkpoint
 
 __all__ = [
     "FORMAT",
     "MODELS",
+    "UnsupportedModel",
+    "check_supported",
     "export_all",
     "export_model",
+    "page_config",
     "prepare_drawing",
     "read_export",
     "stored_precision",
+    "supported_options",
 ]
 
 FORMAT = "transformer_intro page model 1"
-
-REPO = Path(__file__).resolve().parents[2]
-OUT_DIR = REPO / "_interactive" / "models"
 
 # name -> (checkpoint under book/checkpoints/, encoding)
 MODELS = {
@@ -118,25 +131,133 @@ def _mnist_digits() -> dict:
     }
 
 
-def export_model(name: str, out_dir: str | Path = OUT_DIR, checkpoints: Path | None = None) -> Path:
-    """Write ``<out_dir>/<name>.js`` for the model ``name`` of :data:`MODELS`; returns its path."""
+class UnsupportedModel(ValueError):
+    """A model whose options ``infer.js`` does not implement: the page would compute another one."""
+
+
+def supported_options(infer_js: str | Path) -> dict[str, dict[str, list]]:
+    """The ``SUPPORTED`` declaration of ``infer.js``: part -> option -> the values it implements.
+
+    The parts are ``"block"`` (every block of every model) and the kinds of :data:`MODELS`; a
+    dotted option (``"encoder.rotary"``) names a field of a nested configuration.
+
+    Raises:
+        ValueError: if the script has no ``const SUPPORTED = {...};`` that is JSON.
+    """
+    text = Path(infer_js).read_text(encoding="utf8")
+    found = re.search(r"const SUPPORTED = (\{.*?\n\s*\});", text, re.DOTALL)
+    if found is None:
+        raise ValueError(f"{infer_js} declares no `const SUPPORTED = {{...}};`")
+    try:
+        return json.loads(found.group(1))
+    except ValueError as error:
+        raise ValueError(f"{infer_js}'s SUPPORTED is not JSON ({error})") from error
+
+
+def _blocks(kind: str, config) -> dict[str, object]:
+    """The model's block configurations, by the name of their field."""
+    return (
+        {"encoder": config.encoder, "decoder": config.decoder}
+        if kind == "dates"
+        else {"block": config.block}
+    )
+
+
+def check_supported(kind: str, config, supported: dict[str, dict[str, list]]) -> None:
+    """Refuse a configuration that the page's script does not implement.
+
+    Raises:
+        UnsupportedModel: naming each option whose value the script does not implement, the
+            value and the values it does.
+    """
+    problems = []
+    for name, block in _blocks(kind, config).items():
+        for option, allowed in supported.get("block", {}).items():
+            if getattr(block, option) not in allowed:
+                value = getattr(block, option)
+                problems.append(f"{name}.{option}={value!r} (it implements {allowed})")
+    for option, allowed in supported.get(kind, {}).items():
+        value = config
+        for part in option.split("."):
+            value = getattr(value, part)
+        if value not in allowed:
+            problems.append(f"{option}={value!r} (it implements {allowed})")
+    if problems:
+        raise UnsupportedModel(
+            f"the page's infer.js does not implement this {kind} model's "
+            f"{'; '.join(problems)}: it would compute another function. Export a model with "
+            "those options, or implement them in infer.js and add them to its SUPPORTED."
+        )
+
+
+def page_config(kind: str, model) -> dict:
+    """The sizes and options ``infer.js`` reads for a model of kind ``kind``."""
+    config = model.config
+    if kind == "vit":
+        block = config.block
+        return {
+            "image_size": config.image_size,
+            "patch_size": config.patch_size,
+            "num_blocks": config.num_blocks,
+            "num_heads": block.num_heads,
+            "final_norm": config.final_norm,
+            "norm_eps": block.norm_eps,
+        }
+    if kind == "lm":
+        block = config.block
+        return {
+            "vocab_size": config.vocab_size,
+            "window": config.window,
+            "dim": block.dim,
+            "num_blocks": config.num_blocks,
+            "num_heads": block.num_heads,
+            "positions": "rotary" if block.rotary else "none",
+            "rotary_base": block.rotary_base,
+            "norm_eps": block.norm_eps,
+        }
+    return {
+        "token_dim": config.encoder.dim,
+        "num_heads": config.encoder.num_heads,
+        "encoder_layers": config.encoder_layers,
+        "decoder_layers": config.decoder_layers,
+        "max_source_length": config.max_source_length,
+        "max_target_length": config.max_target_length,
+        "norm_eps": config.encoder.norm_eps,
+    }
+
+
+def export_model(
+    name: str, out_dir: str | Path, *, checkpoints: str | Path, infer_js: str | Path
+) -> Path:
+    """Write ``<out_dir>/<name>.js`` for the model ``name`` of :data:`MODELS`; returns its path.
+
+    Args:
+        name: a key of :data:`MODELS`.
+        out_dir: the folder of the page's model files (the repository's ``_interactive/models``).
+        checkpoints: the folder of the book's checkpoints (``book/checkpoints``).
+        infer_js: the page's script, whose ``SUPPORTED`` the model must fit.
+
+    Raises:
+        UnsupportedModel: if the checkpoint's model has an option ``infer.js`` does not implement.
+        ValueError: if the written file does not read back as the checkpoint's weights (the
+            committed file is then left as it was).
+    """
     file, encoding = MODELS[name]
-    source = (checkpoints or REPO / "book" / "checkpoints") / file
+    source = Path(checkpoints) / file
     model, info = load_checkpoint(source)
+    check_supported(name, model.config, supported_options(infer_js))
     tensors = _tensors(model)
     flat = np.concatenate([a.reshape(-1) for _, a in tensors])
     index, offset = [], 0
     for tensor_name, array in tensors:
         index.append({"name": tensor_name, "shape": list(array.shape), "offset": offset})
         offset += array.size
-    config = json.loads(model.config.to_json())
+    config = page_config(name, model)
     if name == "vit":
-        config["norm_eps"] = model.blocks[0].attention_norm.eps
         extra = _mnist_digits()
     elif name == "dates":
         from .datasets import dates
 
-        config["norm_eps"] = model.encoder_norm.eps
         extra = {
             "source_symbols": list(dates.SOURCE_VOCABULARY.symbols),
             "target_symbols": list(dates.TARGET_VOCABULARY.symbols),
@@ -167,23 +288,30 @@ def export_model(name: str, out_dir: str | Path = OUT_DIR, checkpoints: Path | N
     )
     out = Path(out_dir) / f"{name}.js"
     out.parent.mkdir(parents=True, exist_ok=True)
-    # Written beside the old file and moved over it only once it reads back as the weights it
-    # should hold, so a failed export leaves the committed file as it was.
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="ascii")
-    _, stored = read_export(tmp)
+    # Read back before it replaces the committed file, so a failed export leaves that as it was.
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / out.name
+        trial.write_text(text, encoding="ascii")
+        _, stored = read_export(trial)
     stored_flat = np.concatenate([stored[t["name"]].reshape(-1) for t in index])
     expected = flat if encoding == "float32" else flat.astype(np.float16)
     if not np.array_equal(stored_flat, expected.astype(stored_flat.dtype)):
-        tmp.unlink()
-        raise ValueError(f"{tmp} does not read back as the weights of {source}")
-    os.replace(tmp, out)
-    return out
+        raise ValueError(f"the export of {source} does not read back as its weights")
+    return write_atomically(out, text.encode("ascii"))
 
 
-def export_all(out_dir: str | Path = OUT_DIR) -> list[Path]:
-    """Write every model of :data:`MODELS` into ``out_dir``."""
-    return [export_model(name, out_dir) for name in MODELS]
+def export_all(repo: str | Path) -> list[Path]:
+    """Write every model of :data:`MODELS` into the repository ``repo``'s page models."""
+    repo = Path(repo)
+    return [
+        export_model(
+            name,
+            repo / "_interactive" / "models",
+            checkpoints=repo / "book" / "checkpoints",
+            infer_js=repo / "_interactive" / "infer.js",
+        )
+        for name in MODELS
+    ]
 
 
 def read_export(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
@@ -253,6 +381,8 @@ def prepare_drawing(ink: np.ndarray, *, box: int = 20, size: int = 28) -> np.nda
     return out
 
 
-if __name__ == "__main__":  # python -m transformer_intro.export
-    for written in export_all():
+if __name__ == "__main__":  # python -m transformer_intro.export [--repo .]
+    parser = argparse.ArgumentParser(description="Write the book's models for its pages.")
+    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="the book's repository")
+    for written in export_all(parser.parse_args().repo):
         print(written, written.stat().st_size, "bytes")

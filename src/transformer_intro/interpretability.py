@@ -46,6 +46,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from .attention import attend, causal_mask, padding_mask
+from .block import BlockConfig
 from .models import EncoderDecoder, LanguageModel, LMConfig
 from .training import Recipe
 
@@ -160,7 +161,7 @@ def run_with_heads(
     _check_plain(model)
     symbols = jnp.asarray(symbols)
     model._check(symbols)
-    m_blocks, h_heads = model.config.num_blocks, model.config.num_heads
+    m_blocks, h_heads = model.config.num_blocks, model.config.block.num_heads
     if keep is None:
         keep = jnp.ones((m_blocks, h_heads))
     keep = jnp.asarray(keep, jnp.float32)
@@ -202,7 +203,7 @@ def zero_head(model: LanguageModel, block: int, head: int) -> LanguageModel:
         ValueError: if ``block`` or ``head`` is out of range, or the blocks are scanned.
     """
     _check_plain(model)
-    m_blocks, h_heads = model.config.num_blocks, model.config.num_heads
+    m_blocks, h_heads = model.config.num_blocks, model.config.block.num_heads
     if not (0 <= block < m_blocks and 0 <= head < h_heads):
         raise ValueError(
             f"block must be in [0, {m_blocks}) and head in [0, {h_heads}), got ({block}, {head})"
@@ -270,7 +271,7 @@ def ablation_losses(
         ``(intact, ablated)``: (B,) and (M, H, B); ``ablated[m, h] - intact`` is what head (m, h)
         is worth on each window.
     """
-    m_blocks, h_heads = model.config.num_blocks, model.config.num_heads
+    m_blocks, h_heads = model.config.num_blocks, model.config.block.num_heads
 
     def losses(keep):
         parts = [
@@ -366,7 +367,7 @@ def run_decoder_with_heads(
     if not isinstance(model, EncoderDecoder):
         raise TypeError(f"expected an EncoderDecoder, got {type(model).__name__}")
     source, target_inputs = jnp.asarray(source), jnp.asarray(target_inputs)
-    layers, heads = model.config.decoder_layers, model.config.num_heads
+    layers, heads = model.config.decoder_layers, model.config.decoder.num_heads
     keep = jnp.ones((layers, heads)) if keep is None else jnp.asarray(keep, jnp.float32)
     if keep.shape != (layers, heads):
         raise ValueError(
@@ -429,7 +430,7 @@ def cross_head_patching(
     Returns:
         ``(clean_nats, corrupted_nats, patched_nats)``: (B, N_t), (B, N_t), (L, H, B, N_t).
     """
-    layers, heads = model.config.decoder_layers, model.config.num_heads
+    layers, heads = model.config.decoder_layers, model.config.decoder.num_heads
 
     def one(c, x, t_in, t):
         clean_run = run_decoder_with_heads(model, c, t_in)
@@ -541,7 +542,7 @@ def copying_scores(model: LanguageModel) -> Float[np.ndarray, "M H"]:
     table = np.asarray(model.tokeniser.table)  # (V, D)
     readout = table if model.unembedding is None else np.asarray(model.unembedding.weight)
     readout = readout * np.asarray(model.final_norm.weight)
-    scores = np.zeros((model.config.num_blocks, model.config.num_heads))
+    scores = np.zeros((model.config.num_blocks, model.config.block.num_heads))
     for m, block in enumerate(model.blocks):
         values = np.asarray(block.attention.value_maps())  # (H, D, D)
         gain = np.asarray(block.attention_norm.weight)
@@ -732,9 +733,11 @@ def probe_accuracy(probe, features: Float[ArrayLike, "L F"], labels: Int[ArrayLi
 # trains seeds 0-2 and saves seed 0's run as book/checkpoints/induction_toy.eqx.
 INDUCTION_TOY_LENGTH = 24
 INDUCTION_TOY_CONFIG = LMConfig(
-    vocab_size=32, window=2 * INDUCTION_TOY_LENGTH, dim=64, num_heads=2, num_blocks=2,
-    mlp_hidden_dim=128,
-)  # fmt: skip
+    vocab_size=32,
+    window=2 * INDUCTION_TOY_LENGTH,
+    block=BlockConfig(dim=64, num_heads=2, mlp_hidden_dim=128, value_dim=32, rotary=True),
+    num_blocks=2,
+)
 INDUCTION_TOY_RECIPE = Recipe(
     steps=300, batch_size=32, learning_rate=1e-3, warmup_steps=20, schedule="constant",
     weight_decay=0.0, steps_per_call=5, seed=0,

@@ -99,10 +99,10 @@ def block_work(config, tokens: int, *, weight_bytes: float = 4.0) -> dict[str, W
     length in prefill, and 1 (or the batch) in decoding. Keys: the query, key, value and output
     projections and the MLP's matrices (three when gated).
     """
-    d, f, k = config.dim, config.mlp_hidden_dim, config.head_dim
-    # a vision transformer's configuration has neither field: plain MLP, a key head per query head
-    heads = config.num_heads
-    kv_heads = getattr(config, "num_kv_heads", None) or heads
+    block = config.block  # every model's blocks are described alike
+    d, f, k = block.dim, block.mlp_hidden_dim, block.keys_dim
+    heads = block.num_heads
+    kv_heads = block.num_kv_heads or heads
     product = lambda d_in, d_out: matrix_product_work(  # noqa: E731
         tokens, d_in, d_out, weight_bytes=weight_bytes
     )
@@ -112,7 +112,7 @@ def block_work(config, tokens: int, *, weight_bytes: float = 4.0) -> dict[str, W
         "values": product(d, kv_heads * k),
         "output": product(heads * k, d),
     }
-    if getattr(config, "mlp", "mlp") == "gated":
+    if block.mlp == "gated":
         parts |= {"MLP gate": product(d, f), "MLP up": product(d, f), "MLP down": product(f, d)}
     else:
         parts |= {"MLP up": product(d, f), "MLP down": product(f, d)}

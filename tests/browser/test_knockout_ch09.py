@@ -27,7 +27,7 @@ LENGTH = 100
 
 
 def keep_without(config, head) -> list[list[int]]:
-    keep = np.ones((config.num_blocks, config.num_heads), int)
+    keep = np.ones((config.num_blocks, config.block.num_heads), int)
     if head is not None:
         keep[head] = 0
     return keep.tolist()

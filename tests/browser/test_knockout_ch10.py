@@ -24,7 +24,7 @@ OTHER = (0, 1)  # the control: layer 1, head 2
 
 
 def keep_without(config, head) -> list[list[int]]:
-    keep = np.ones((config.decoder_layers, config.num_heads), int)
+    keep = np.ones((config.decoder_layers, config.decoder.num_heads), int)
     if head is not None:
         keep[head] = 0
     return keep.tolist()

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 
 from ..attention import MultiHeadAttention
-from ..block import TransformerBlock
+from ..block import BlockConfig, TransformerBlock
 from ..mlp import MLP
 from ..models.vit import count_parameters
 from ..normalisation import LayerNorm
@@ -29,7 +29,8 @@ def _pieces(seed, D=8, H=2, F=16):
 
 def _block(norm_1, attention, norm_2, mlp, residual="input"):
     D = norm_1.weight.shape[0]
-    block = TransformerBlock(D, 2, 16, residual=residual, key=jax.random.PRNGKey(0))
+    config = BlockConfig(dim=D, num_heads=2, mlp_hidden_dim=16, residual=residual)
+    block = TransformerBlock(config, key=jax.random.PRNGKey(0))
     return eqx.tree_at(lambda b: (b.attention_norm, b.attention, b.mlp_norm, b.mlp), block,
                        (norm_1, attention, norm_2, mlp))  # fmt: skip
 
@@ -125,7 +126,8 @@ POST_NORM_BLOCK = Exercise(
 
 
 def _block_parameters(D, H, K, F, value_dim=None):
-    block = TransformerBlock(D, H, F, head_dim=K, value_dim=value_dim, key=jax.random.PRNGKey(0))
+    config = BlockConfig(dim=D, num_heads=H, mlp_hidden_dim=F, head_dim=K, value_dim=value_dim)
+    block = TransformerBlock(config, key=jax.random.PRNGKey(0))
     return count_parameters(block)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -25,37 +24,50 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ..attention import MultiHeadAttention, causal_mask, padding_mask
-from ..block import TransformerBlock
-from ..config import ModelConfig, register_model
-from ..normalisation import LayerNorm
+from ..block import BlockConfig, TransformerBlock
+from ..config import ModelConfig, register_model, short_repr
+from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
 from ..tokenisers import DiscreteTokeniser
 
 __all__ = ["DecoderLayer", "EncoderDecoder", "EncoderDecoderConfig"]
+
+# Both stacks of chapter 10's model: four heads with full D x D value maps, a GELU MLP.
+_DEFAULT_BLOCK = BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128)
 
 
 @dataclasses.dataclass(frozen=True)
 class EncoderDecoderConfig(ModelConfig):
     """Every choice that shapes an :class:`EncoderDecoder`. Plain values, so it saves as JSON.
 
-    The fields are the arguments of :class:`EncoderDecoder`, which documents them.
+    Attributes:
+        source_vocab_size: the number of source symbols.
+        target_vocab_size: |V|, the number of target symbols.
+        max_source_length: the longest source, in tokens.
+        max_target_length: the longest target, in tokens.
+        encoder: the encoder's blocks' configuration; its norm is also the encoder's final one.
+        decoder: the decoder layers' configuration (their self-attention and MLP, and the
+            cross-attention, which is of the same kind without rotary positions); its norm is
+            also the decoder's final one. D, ``dim``, must be the encoder's.
+        encoder_layers: the number of encoder blocks.
+        decoder_layers: the number of decoder layers.
+        position_scale: the standard deviation of the initial learned position embeddings.
+        pad_id: the padding id, in sources and targets alike.
 
     Raises:
-        ValueError: on construction, if a size is not a whole number >= 1, D is not a multiple
-            of H, ``value_dim`` is not None or >= 1, ``position_scale`` is negative, or
-            ``pad_id`` is not an id of both vocabularies.
+        ValueError: on construction, if a size is not a whole number >= 1, the two stacks'
+            widths differ, ``position_scale`` is negative, or ``pad_id`` is not an id of both
+            vocabularies.
     """
 
     source_vocab_size: int
     target_vocab_size: int
     max_source_length: int
     max_target_length: int
-    token_dim: int = 64
-    num_heads: int = 4
-    mlp_hidden_dim: int = 128
+    encoder: BlockConfig = _DEFAULT_BLOCK
+    decoder: BlockConfig = _DEFAULT_BLOCK
     encoder_layers: int = 2
     decoder_layers: int = 2
-    value_dim: int | None = None
     position_scale: float = 1.0
     pad_id: int = 0
 
@@ -63,15 +75,18 @@ class EncoderDecoderConfig(ModelConfig):
         """Check the choices together, so that a bad one fails here and not deep in the model."""
         sizes = (
             "source_vocab_size", "target_vocab_size", "max_source_length", "max_target_length",
-            "token_dim", "num_heads", "mlp_hidden_dim", "encoder_layers", "decoder_layers",
+            "encoder_layers", "decoder_layers",
         )  # fmt: skip
         for name in sizes:
             _require_whole(name, getattr(self, name), 1)
-        if self.value_dim is not None:
-            _require_whole("value_dim", self.value_dim, 1)
-        if self.token_dim % self.num_heads:
+        for name in ("encoder", "decoder"):
+            if not isinstance(getattr(self, name), BlockConfig):
+                kind = type(getattr(self, name)).__name__
+                raise TypeError(f"{name} must be a BlockConfig, got a {kind}")
+        if self.encoder.dim != self.decoder.dim:
             raise ValueError(
-                f"token_dim={self.token_dim} is not divisible by num_heads={self.num_heads}"
+                f"the decoder reads the encoder's tokens: encoder.dim={self.encoder.dim} and "
+                f"decoder.dim={self.decoder.dim} must be equal"
             )
         scale = self.position_scale
         real = isinstance(scale, numbers.Real) and not isinstance(scale, bool)
@@ -85,9 +100,12 @@ class EncoderDecoderConfig(ModelConfig):
                 f"(source {self.source_vocab_size}, target {self.target_vocab_size} symbols)"
             )
 
+    def __repr__(self) -> str:
+        return short_repr(self, 4)
+
     def build(self, *, key: PRNGKeyArray) -> EncoderDecoder:
         """The :class:`EncoderDecoder` of this configuration, its weights drawn with ``key``."""
-        return EncoderDecoder.from_config(self, key=key)
+        return EncoderDecoder(self, key=key)
 
 
 def _require_whole(name: str, value, least: int) -> None:
@@ -111,42 +129,21 @@ class DecoderLayer(eqx.Module):
     """
 
     block: TransformerBlock
-    cross_attention_norm: LayerNorm
+    cross_attention_norm: LayerNorm | RMSNorm
     cross_attention: MultiHeadAttention
 
-    def __init__(
-        self,
-        token_dim: int,
-        num_heads: int,
-        mlp_hidden_dim: int,
-        *,
-        value_dim: int | None = None,
-        mlp_activation: Callable = jax.nn.gelu,
-        key: PRNGKeyArray,
-    ):
-        """Build the block (self-attention and MLP) and the cross-attention with its LayerNorm.
+    def __init__(self, config: BlockConfig, *, key: PRNGKeyArray):
+        """Build the block (self-attention and MLP) and the cross-attention with its norm.
 
         Args:
-            token_dim: D, the width of a token.
-            num_heads: H, in both attentions.
-            mlp_hidden_dim: the width of the MLP's hidden layer.
-            value_dim: None for full D x D value maps ``V_h``, Dv for ``V_h = O_h W_h``.
-            mlp_activation: σ, the MLP's nonlinearity.
+            config: the block's configuration, which the cross-attention shares (without
+                rotary positions).
             key: a PRNG key.
         """
         block_key, cross_key = jax.random.split(key)
-        self.block = TransformerBlock(
-            token_dim,
-            num_heads,
-            mlp_hidden_dim,
-            value_dim=value_dim,
-            mlp_activation=mlp_activation,
-            key=block_key,
-        )
-        self.cross_attention_norm = LayerNorm(token_dim)
-        self.cross_attention = MultiHeadAttention(
-            token_dim, num_heads, value_dim=value_dim, key=cross_key
-        )
+        self.block = TransformerBlock(config, key=block_key)
+        self.cross_attention_norm = config.make_norm()
+        self.cross_attention = config.cross_attention(key=cross_key)
 
     @property
     def self_attention(self) -> MultiHeadAttention:
@@ -217,95 +214,43 @@ class EncoderDecoder(eqx.Module):
     source_embedding: DiscreteTokeniser
     source_positions: PositionEmbedding
     encoder: tuple[TransformerBlock, ...]
-    encoder_norm: LayerNorm
+    encoder_norm: LayerNorm | RMSNorm
     target_embedding: DiscreteTokeniser
     target_positions: PositionEmbedding
     decoder: tuple[DecoderLayer, ...]
-    decoder_norm: LayerNorm
+    decoder_norm: LayerNorm | RMSNorm
     unembedding: eqx.nn.Linear
     config: EncoderDecoderConfig = eqx.field(static=True)
 
-    def __init__(
-        self,
-        source_vocab_size: int,
-        target_vocab_size: int,
-        *,
-        max_source_length: int,
-        max_target_length: int,
-        token_dim: int = 64,
-        num_heads: int = 4,
-        mlp_hidden_dim: int = 128,
-        encoder_layers: int = 2,
-        decoder_layers: int = 2,
-        value_dim: int | None = None,
-        position_scale: float = 1.0,
-        pad_id: int = 0,
-        key: PRNGKeyArray,
-    ):
+    def __init__(self, config: EncoderDecoderConfig, *, key: PRNGKeyArray):
         """Build the embeddings, the encoder, the decoder and the unembedding.
 
         Args:
-            source_vocab_size: the number of source symbols.
-            target_vocab_size: |V|, the number of target symbols.
-            max_source_length: the longest source, in tokens.
-            max_target_length: the longest target, in tokens.
-            token_dim: D, the width of a token.
-            num_heads: H, in every attention.
-            mlp_hidden_dim: the width of every MLP's hidden layer.
-            encoder_layers: the number of encoder blocks.
-            decoder_layers: the number of decoder layers.
-            value_dim: None for full D x D value maps ``V_h``, Dv for ``V_h = O_h W_h``.
-            position_scale: the standard deviation of the initial learned position embeddings.
-            pad_id: the padding id, in sources and targets alike.
+            config: the vocabularies, lengths and padding, and each stack's blocks.
             key: a PRNG key.
-
-        Raises:
-            ValueError: if the arguments do not make a valid :class:`EncoderDecoderConfig`.
         """
-        # The configuration first: a bad argument fails here, named, before any weight is drawn.
-        self.config = EncoderDecoderConfig(
-            source_vocab_size,
-            target_vocab_size,
-            max_source_length,
-            max_target_length,
-            token_dim,
-            num_heads,
-            mlp_hidden_dim,
-            encoder_layers,
-            decoder_layers,
-            value_dim,
-            position_scale,
-            pad_id,
-        )
-        keys = iter(jax.random.split(key, 5 + encoder_layers + decoder_layers))
-        self.source_embedding = DiscreteTokeniser(source_vocab_size, token_dim, key=next(keys))
+        self.config = config
+        d = config.encoder.dim
+        keys = iter(jax.random.split(key, 5 + config.encoder_layers + config.decoder_layers))
+        self.source_embedding = DiscreteTokeniser(config.source_vocab_size, d, key=next(keys))
         # Positions start as large as the unit-variance symbol embeddings, so that from the first
         # step attention can tell the first digit of a year from the last.
         self.source_positions = PositionEmbedding(
-            max_source_length, token_dim, init_scale=position_scale, key=next(keys)
+            config.max_source_length, d, init_scale=config.position_scale, key=next(keys)
         )
         self.encoder = tuple(
-            TransformerBlock(
-                token_dim, num_heads, mlp_hidden_dim, value_dim=value_dim, key=next(keys)
-            )
-            for _ in range(encoder_layers)
+            TransformerBlock(config.encoder, key=next(keys)) for _ in range(config.encoder_layers)
         )
-        self.encoder_norm = LayerNorm(token_dim)
-        self.target_embedding = DiscreteTokeniser(target_vocab_size, token_dim, key=next(keys))
+        self.encoder_norm = config.encoder.make_norm()
+        self.target_embedding = DiscreteTokeniser(config.target_vocab_size, d, key=next(keys))
         self.target_positions = PositionEmbedding(
-            max_target_length, token_dim, init_scale=position_scale, key=next(keys)
+            config.max_target_length, d, init_scale=config.position_scale, key=next(keys)
         )
         self.decoder = tuple(
-            DecoderLayer(token_dim, num_heads, mlp_hidden_dim, value_dim=value_dim, key=next(keys))
-            for _ in range(decoder_layers)
+            DecoderLayer(config.decoder, key=next(keys)) for _ in range(config.decoder_layers)
         )
-        self.decoder_norm = LayerNorm(token_dim)
-        self.unembedding = eqx.nn.Linear(token_dim, target_vocab_size, key=next(keys))
-
-    @classmethod
-    def from_config(cls, config: EncoderDecoderConfig, *, key: PRNGKeyArray) -> EncoderDecoder:
-        """The model that ``config`` describes (what loading a checkpoint rebuilds)."""
-        return cls(**dataclasses.asdict(config), key=key)
+        self.decoder_norm = config.decoder.make_norm()
+        self.unembedding = eqx.nn.Linear(d, config.target_vocab_size, key=next(keys))
 
     @property
     def pad_id(self) -> int:

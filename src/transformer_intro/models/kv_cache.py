@@ -38,8 +38,9 @@ def cache_bytes(config: LMConfig, context: int, bytes_per_number: float = 4) -> 
 
     Every block keeps one key and one value of width K per key-value head and token.
     """
-    heads = config.num_heads if config.num_kv_heads is None else config.num_kv_heads
-    return 2 * config.num_blocks * heads * config.head_dim * bytes_per_number * context
+    block = config.block
+    heads = block.num_heads if block.num_kv_heads is None else block.num_kv_heads
+    return 2 * config.num_blocks * heads * config.block.keys_dim * bytes_per_number * context
 
 
 # ---------------------------------------------------------------------------------------------

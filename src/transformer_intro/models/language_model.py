@@ -13,7 +13,7 @@ symbol costs one token's work.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -21,72 +21,37 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from ..attention import causal_mask
-from ..block import TransformerBlock
-from ..config import ModelConfig, register_model
+from ..block import BlockConfig, TransformerBlock
+from ..config import ModelConfig, register_model, short_repr
 from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
 from ..quantisation import QuantisedMatrix, quantise, with_vector_format
 from ..tokenisers import DiscreteTokeniser
 
-__all__ = ["ACTIVATIONS", "LMConfig", "LanguageModel", "SHAKESPEARE_CONFIG"]
+__all__ = ["LMConfig", "LanguageModel", "SHAKESPEARE_BLOCK", "SHAKESPEARE_CONFIG"]
 
-
-def gelu_exact(x: Array) -> Array:
-    """The GELU ``x Φ(x)`` with the Gaussian distribution function Φ computed exactly (erf)."""
-    return jax.nn.gelu(x, approximate=False)
-
-
-def relu_squared(x: Array) -> Array:
-    """``max(x, 0)²`` (So et al. 2021, "Primer")."""
-    return jnp.square(jax.nn.relu(x))
-
-
-# The MLP activations a configuration may name. "gelu_tanh" is jax.nn.gelu's default, the GELU in
-# its tanh approximation ``0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))``: chapter 9's and GPT-2's.
-ACTIVATIONS = {
-    "gelu_tanh": jax.nn.gelu,
-    "gelu_exact": gelu_exact,
-    "relu": jax.nn.relu,
-    "relu2": relu_squared,
-    "silu": jax.nn.silu,
-}
-
-
-# LMConfig's first fields (sizes, positions, initial scale): its repr shows them all.
-_ALWAYS_SHOWN = 8
+# Chapter 9's block: four heads of width 32 with factored values, rotary positions, a GELU MLP.
+SHAKESPEARE_BLOCK = BlockConfig(dim=128, num_heads=4, mlp_hidden_dim=512, value_dim=32, rotary=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class LMConfig(ModelConfig):
     """Every choice that shapes a :class:`LanguageModel`. Plain values, so it saves as JSON.
 
-    The defaults are chapter 9's model; the other options express today's models (SmolLM2 and the
-    Llama family: ``norm="rms"``, ``mlp="gated"`` with ``activation="silu"`` (SwiGLU),
-    ``num_kv_heads``, ``rotary_base``, ``rotary_layout="half"``, ``tied_embeddings``) and GPT-2
-    (``positions="learned"``, ``attention_bias``, ``tied_embeddings``).
+    The defaults are chapter 9's model; the block's options express today's models (SmolLM2 and
+    the Llama family: ``norm="rms"``, ``mlp="gated"`` with ``activation="silu"`` (SwiGLU),
+    ``num_kv_heads``, ``rotary_base``, ``rotary_layout="half"``, with ``tied_embeddings`` here)
+    and GPT-2 (``learned_positions`` here, ``attention_bias``, ``tied_embeddings``).
 
     Attributes:
         vocab_size: |V|, the number of symbols (or subword tokens).
         window: the longest context the model reads, in symbols.
-        dim: D, the token width.
-        num_heads: H; each head has keys, queries and values of width D / H.
+        block: every block's configuration (D is ``block.dim``; rotary positions are
+            ``block.rotary``); the final norm before the read-out is of the blocks' kind.
         num_blocks: M.
-        mlp_hidden_dim: the hidden width of each block's MLP.
-        positions: "rotary" (keys and queries rotated by position) or "learned" (a table added).
+        learned_positions: a table of learned position embeddings added to the tokens.
         embedding_init_scale: standard deviation of the initial embedding tables.
-        norm: "layer" (LayerNorm) or "rms" (RMSNorm), in every block and before the read-out.
-        norm_eps: the normalisations' epsilon (also QK-norm's).
-        mlp: "mlp" (``W_2 σ(W_1 x + b_1) + b_2``) or "gated" (``W_down (σ(W_gate x) ⊙ W_up x)``).
-        activation: σ, a name in ``ACTIVATIONS``; "relu2" is ReLU squared.
-        mlp_bias: biases in a gated MLP (the plain MLP always has them).
-        num_kv_heads: H_kv key-value heads shared by the H query heads; None means H.
-        qk_norm: an RMSNorm on every key and query (QK-norm).
-        rotary_base: the base of the rotary frequencies.
-        rotary_layout: "interleaved" pairs (2i, 2i+1), "half" pairs (i, i + K/2).
-        attention_bias: a query bias per head and an output bias in the attention (GPT-2).
         tied_embeddings: the read-out is the token table transposed, without a bias.
-        zero_init_residual: every block starts as the identity, the last linear map of each
-            of its branches at zero (see :class:`TransformerBlock`).
         scan_blocks: store the M blocks as one block whose arrays have a leading axis of M,
             and run them with one ``lax.scan``: XLA then compiles one block instead of M (the
             same numbers; see :meth:`LanguageModel.stacked`). Compiling is faster, decoding on
@@ -96,24 +61,11 @@ class LMConfig(ModelConfig):
 
     vocab_size: int
     window: int = 128
-    dim: int = 128
-    num_heads: int = 4
+    block: BlockConfig = SHAKESPEARE_BLOCK
     num_blocks: int = 4
-    mlp_hidden_dim: int = 512
-    positions: Literal["learned", "rotary"] = "rotary"
+    learned_positions: bool = False
     embedding_init_scale: float = 0.02
-    norm: Literal["layer", "rms"] = "layer"
-    norm_eps: float = 1e-5
-    mlp: Literal["mlp", "gated"] = "mlp"
-    activation: Literal["gelu_tanh", "gelu_exact", "relu", "relu2", "silu"] = "gelu_tanh"
-    mlp_bias: bool = True
-    num_kv_heads: int | None = None
-    qk_norm: bool = False
-    rotary_base: float = 10_000.0
-    rotary_layout: Literal["interleaved", "half"] = "interleaved"
-    attention_bias: bool = False
     tied_embeddings: bool = False
-    zero_init_residual: bool = False
     scan_blocks: bool = False
 
     WRITTEN_ONLY_WHEN_SET: ClassVar[tuple[str, ...]] = ("scan_blocks",)
@@ -121,48 +73,12 @@ class LMConfig(ModelConfig):
     def __post_init__(self):
         if self.vocab_size < 1 or self.window < 1 or self.num_blocks < 1:
             raise ValueError(f"vocab_size, window and num_blocks must be positive, got {self}")
-        if self.dim % self.num_heads:
-            raise ValueError(f"dim={self.dim} is not divisible by num_heads={self.num_heads}")
-        choices = {
-            "positions": ("learned", "rotary"),
-            "norm": ("layer", "rms"),
-            "mlp": ("mlp", "gated"),
-            "activation": tuple(ACTIVATIONS),
-            "rotary_layout": ("interleaved", "half"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        if self.num_kv_heads is not None and (
-            self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads
-        ):
-            raise ValueError(
-                f"num_heads={self.num_heads} must be a multiple of "
-                f"num_kv_heads={self.num_kv_heads} (>= 1)"
-            )
-        if self.mlp == "mlp" and not self.mlp_bias:
-            raise ValueError("the plain MLP always has biases: mlp_bias=False needs mlp='gated'")
-        if self.norm_eps <= 0 or self.rotary_base <= 0:
-            raise ValueError(
-                f"norm_eps and rotary_base must be positive, got {self.norm_eps}, "
-                f"{self.rotary_base}"
-            )
-
-    @property
-    def head_dim(self) -> int:
-        """K = D / H, the width of each head's keys, queries and values."""
-        return self.dim // self.num_heads
+        if not isinstance(self.block, BlockConfig):
+            raise TypeError(f"block must be a BlockConfig, got a {type(self.block).__name__}")
 
     def __repr__(self) -> str:
-        # The sizes always; the options of today's models only where they differ from chapter
-        # 9's model, so that its configuration reads as it always has.
-        fields = dataclasses.fields(self)
-        shown = [
-            f"{f.name}={getattr(self, f.name)!r}"
-            for i, f in enumerate(fields)
-            if i < _ALWAYS_SHOWN or getattr(self, f.name) != f.default
-        ]
-        return f"LMConfig({', '.join(shown)})"
+        # The sizes always; the other options only where they differ from chapter 9's model.
+        return short_repr(self, 4)
 
     def build(self, *, key: PRNGKeyArray) -> LanguageModel:
         """The :class:`LanguageModel` of this configuration, its weights drawn with ``key``."""
@@ -195,48 +111,26 @@ class LanguageModel(eqx.Module):
             key: a PRNG key.
         """
         token_key, position_key, block_key, out_key = jax.random.split(key, 4)
-        d = config.dim
+        d = config.block.dim
         tokeniser = DiscreteTokeniser(config.vocab_size, d, key=token_key)
         self.tokeniser = eqx.tree_at(
             lambda t: t.table, tokeniser, tokeniser.table * config.embedding_init_scale
         )
-        rotary = config.positions == "rotary"
         self.position_embedding = (
-            None
-            if rotary
-            else PositionEmbedding(
+            PositionEmbedding(
                 config.window, d, init_scale=config.embedding_init_scale, key=position_key
             )
+            if config.learned_positions
+            else None
         )
-
-        def make_block(k):
-            return TransformerBlock(
-                d,
-                config.num_heads,
-                config.mlp_hidden_dim,
-                value_dim=config.head_dim,
-                mlp_activation=ACTIVATIONS[config.activation],
-                mlp_gated=config.mlp == "gated",
-                mlp_bias=config.mlp_bias,
-                norm=config.norm,
-                norm_eps=config.norm_eps,
-                rotary=rotary,
-                rotary_base=config.rotary_base,
-                rotary_layout=config.rotary_layout,
-                num_kv_heads=config.num_kv_heads,
-                qk_norm=config.qk_norm,
-                qk_norm_eps=config.norm_eps,
-                use_bias=config.attention_bias,
-                zero_init_residual=config.zero_init_residual,
-                key=k,
-            )
-
         block_keys = jax.random.split(block_key, config.num_blocks)
         if config.scan_blocks:
-            self.blocks = eqx.filter_vmap(make_block)(block_keys)
+            self.blocks = eqx.filter_vmap(lambda k: TransformerBlock(config.block, key=k))(
+                block_keys
+            )
         else:
-            self.blocks = tuple(make_block(k) for k in block_keys)
-        self.final_norm = (LayerNorm if config.norm == "layer" else RMSNorm)(d, eps=config.norm_eps)
+            self.blocks = tuple(TransformerBlock(config.block, key=k) for k in block_keys)
+        self.final_norm = config.block.make_norm()
         self.unembedding = (
             None if config.tied_embeddings else eqx.nn.Linear(d, config.vocab_size, key=out_key)
         )
@@ -506,6 +400,4 @@ def _linears(mlp) -> list[eqx.nn.Linear]:
 
 # The chapter's model (trained with `tasks.SHAKESPEARE_RECIPE`; benchmarks/lm_time_to_loss.py
 # times them): validation loss below 1.75 nats/char on the held-out plays.
-SHAKESPEARE_CONFIG = LMConfig(
-    vocab_size=84, window=64, dim=128, num_heads=4, num_blocks=4, mlp_hidden_dim=512
-)
+SHAKESPEARE_CONFIG = LMConfig(vocab_size=84, window=64, block=SHAKESPEARE_BLOCK, num_blocks=4)

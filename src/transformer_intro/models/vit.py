@@ -7,24 +7,21 @@ blocks refine the tokens, and a classifier reads the class token's final state.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from ..attention import identity
-from ..block import TransformerBlock
-from ..config import ModelConfig, register_model
+from ..block import BlockConfig, TransformerBlock
+from ..config import ModelConfig, register_model, short_repr
 from ..mlp import MLP
-from ..normalisation import LayerNorm
+from ..normalisation import LayerNorm, RMSNorm
 from ..parameters import count_parameters  # re-exported from here, its former home
 from ..positions import PositionEmbedding
 from ..tokenisers import PatchTokeniser, check_patch_size
 
 __all__ = [
-    "ACTIVATIONS",
     "CONFIGS",
     "SMALL_VIT",
     "ViTConfig",
@@ -32,10 +29,6 @@ __all__ = [
     "count_parameters",
     "get_config",
 ]
-
-# The activation applied to keys and queries, by name. "identity" must be the attention module's own
-# identity function: `to_equinox` recognises plain attention by it.
-ACTIVATIONS = {"identity": identity, "gelu": jax.nn.gelu, "relu": jax.nn.relu}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,64 +39,41 @@ class ViTConfig(ModelConfig):
         image_size: the side of a square image, in pixels.
         channels: the number of colour channels (1 for MNIST).
         patch_size: P, the side of a square patch; it must divide ``image_size``.
-        dim: D, the width of a token.
-        num_heads: H.
-        head_dim: K; None means D / H.
-        value_dim: None for full D x D value maps ``V_h`` (the text); Dv for ``V_h = O_h W_h``.
+        block: every block's configuration (D is ``block.dim``).
         num_blocks: M.
-        mlp_hidden_dim: the width of each block's MLP.
-        mlp_num_layers: the number of hidden layers of each block's MLP.
         head_hidden_dim: None for a linear classifier on the class token; else the width of the
             classifier's one hidden layer.
         num_classes: C.
-        scaled: divide attention scores by sqrt(K).
-        qk_activation: the name, in :data:`ACTIVATIONS`, of the map applied to keys and queries.
-        combine_heads: "sum" (the maths) or "mean" (the reference code).
-        residual: where each block's first residual starts, "input" or "normalised".
-        final_norm: a LayerNorm on the class token before the classifier.
+        final_norm: a normalisation (the blocks' kind) on the class token before the classifier.
         position_init_scale: the standard deviation of the initial position embeddings.
 
     Raises:
-        ValueError: on construction, if the patches do not tile the image, D is not a multiple of
-            H without ``head_dim``, M < 1, or ``qk_activation`` is unknown.
+        ValueError: on construction, if the patches do not tile the image or M < 1.
     """
 
     image_size: int = 28
     channels: int = 1
     patch_size: int = 4
-    dim: int = 64
-    num_heads: int = 4
-    head_dim: int | None = None
-    value_dim: int | None = None
+    block: BlockConfig = BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128)
     num_blocks: int = 6
-    mlp_hidden_dim: int = 128
-    mlp_num_layers: int = 1
     head_hidden_dim: int | None = None
     num_classes: int = 10
-    scaled: bool = True
-    qk_activation: Literal["identity", "gelu", "relu"] = "identity"
-    combine_heads: Literal["sum", "mean"] = "sum"
-    residual: Literal["input", "normalised"] = "input"
     final_norm: bool = True
     position_init_scale: float = 0.02
 
     def __post_init__(self):
         """Check the choices together, so that a bad one fails here and not deep in the model."""
         check_patch_size(self.image_size, self.image_size, self.patch_size)
-        if self.head_dim is None and self.dim % self.num_heads:
-            raise ValueError(
-                f"model width dim={self.dim} is not divisible by num_heads={self.num_heads}; "
-                "change one of them or set head_dim"
-            )
+        if not isinstance(self.block, BlockConfig):
+            raise TypeError(f"block must be a BlockConfig, got a {type(self.block).__name__}")
         if self.num_blocks < 1:
             raise ValueError(
                 "a ViT needs at least one block for the class token to read the patches, "
                 f"got num_blocks={self.num_blocks}"
             )
-        if self.qk_activation not in ACTIVATIONS:
-            raise ValueError(
-                f"qk_activation must be one of {sorted(ACTIVATIONS)}, got {self.qk_activation!r}"
-            )
+
+    def __repr__(self) -> str:
+        return short_repr(self, 5)
 
     @property
     def num_patches(self) -> int:
@@ -121,16 +91,17 @@ CONFIGS: dict[str, ViTConfig] = {
     # LayerNorm; an MLP classifier; position embeddings drawn from N(0, 1).
     "reference": ViTConfig(
         patch_size=4,
-        dim=128,
-        num_heads=8,
-        head_dim=128,
-        value_dim=None,
+        block=BlockConfig(
+            dim=128,
+            num_heads=8,
+            mlp_hidden_dim=128,
+            head_dim=128,
+            value_dim=None,
+            qk_activation="gelu_tanh",
+            combine_heads="mean",
+        ),
         num_blocks=8,
-        mlp_hidden_dim=128,
-        mlp_num_layers=1,
         head_hidden_dim=128,
-        qk_activation="gelu",
-        combine_heads="mean",
         final_norm=False,
         position_init_scale=1.0,
     ),
@@ -140,20 +111,17 @@ CONFIGS: dict[str, ViTConfig] = {
     # for 10 epochs, 3 and 4 blocks reach 98.97% and 98.96% test accuracy: depth buys nothing here.
     "default": ViTConfig(
         patch_size=7,
-        dim=64,
-        num_heads=4,
-        head_dim=16,
-        value_dim=16,
+        block=BlockConfig(dim=64, num_heads=4, mlp_hidden_dim=128, head_dim=16, value_dim=16),
         num_blocks=3,
-        mlp_hidden_dim=128,
-        mlp_num_layers=1,
     ),
 }
 
 # A quick model for tests and demonstrations (chapter 12's multi-process run): the default layout
 # at half the width, with 2 blocks.
 SMALL_VIT = ViTConfig(
-    patch_size=7, dim=32, num_heads=4, head_dim=8, value_dim=8, num_blocks=2, mlp_hidden_dim=64
+    patch_size=7,
+    block=BlockConfig(dim=32, num_heads=4, mlp_hidden_dim=64, head_dim=8, value_dim=8),
+    num_blocks=2,
 )
 CONFIGS["small"] = SMALL_VIT
 
@@ -187,7 +155,7 @@ class VisionTransformer(eqx.Module):
     position_embedding: PositionEmbedding
     class_token: Float[Array, " D"]
     blocks: tuple[TransformerBlock, ...]
-    final_norm: LayerNorm | None
+    final_norm: LayerNorm | RMSNorm | None
     head: MLP
     config: ViTConfig = eqx.field(static=True)
 
@@ -199,36 +167,18 @@ class VisionTransformer(eqx.Module):
             key: a PRNG key.
         """
         config = get_config(config)
+        d = config.block.dim
         keys = jax.random.split(key, config.num_blocks + 3)
-        self.tokeniser = PatchTokeniser(config.patch_size, config.channels, config.dim, key=keys[0])
+        self.tokeniser = PatchTokeniser(config.patch_size, config.channels, d, key=keys[0])
         self.position_embedding = PositionEmbedding(
-            config.num_patches, config.dim, init_scale=config.position_init_scale, key=keys[1]
+            config.num_patches, d, init_scale=config.position_init_scale, key=keys[1]
         )
-        self.class_token = jnp.zeros(config.dim)
-        self.blocks = tuple(
-            TransformerBlock(
-                config.dim,
-                config.num_heads,
-                config.mlp_hidden_dim,
-                head_dim=config.head_dim,
-                value_dim=config.value_dim,
-                mlp_num_layers=config.mlp_num_layers,
-                residual=config.residual,
-                scaled=config.scaled,
-                combine_heads=config.combine_heads,
-                qk_activation=ACTIVATIONS[config.qk_activation],
-                key=k,
-            )
-            for k in keys[3:]
-        )
-        self.final_norm = LayerNorm(config.dim) if config.final_norm else None
+        self.class_token = jnp.zeros(d)
+        self.blocks = tuple(TransformerBlock(config.block, key=k) for k in keys[3:])
+        self.final_norm = config.block.make_norm() if config.final_norm else None
         head_layers = 0 if config.head_hidden_dim is None else 1
         self.head = MLP(
-            config.dim,
-            config.head_hidden_dim or config.dim,
-            head_layers,
-            config.num_classes,
-            key=keys[2],
+            d, config.head_hidden_dim or d, head_layers, config.num_classes, key=keys[2]
         )
         self.config = config
 
@@ -298,7 +248,9 @@ class VisionTransformer(eqx.Module):
             raise ValueError(f"expected a batch of images (B, C, H, W), got {images.shape}")
         self._check_image(images.shape[1:])
         patches = self.tokeniser.batched(images) + self.position_embedding.table()
-        class_tokens = jnp.broadcast_to(self.class_token, (images.shape[0], 1, self.config.dim))
+        class_tokens = jnp.broadcast_to(
+            self.class_token, (images.shape[0], 1, self.config.block.dim)
+        )
         x = jnp.concatenate([class_tokens, patches], axis=1)
         for block in self.blocks[:-1]:
             x = block.batched(x)

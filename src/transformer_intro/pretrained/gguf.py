@@ -326,7 +326,10 @@ def hf_tensors_from_gguf(tensors: Mapping[str, np.ndarray], config: LMConfig) ->
         "ffn_up": "mlp.up_proj",
         "ffn_down": "mlp.down_proj",
     }
-    rotary_heads = {"attn_q": config.num_heads, "attn_k": config.num_kv_heads or config.num_heads}
+    rotary_heads = {
+        "attn_q": config.block.num_heads,
+        "attn_k": config.block.num_kv_heads or config.block.num_heads,
+    }
     readers = {}
     for name in tensors:
         match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", name)
@@ -401,8 +404,12 @@ def quantised_model_from_gguf(
     if not config.tied_embeddings:
         raise ValueError("expected a model whose read-out is its token table")
     tensors = {t.name: t for t in file.tensors}
-    h, k, d = config.num_heads, config.head_dim, config.dim
-    g, hidden, blocks = config.num_kv_heads or h, config.mlp_hidden_dim, config.num_blocks
+    h, k, d = config.block.num_heads, config.block.keys_dim, config.block.dim
+    g, hidden, blocks = (
+        config.block.num_kv_heads or h,
+        config.block.mlp_hidden_dim,
+        config.num_blocks,
+    )
 
     mapping = file.mapping
 

@@ -4,7 +4,7 @@ Also a converter from GPT-2's checkpoints.
 
 GPT-2 is the book's :class:`~transformer_intro.models.LanguageModel` with five choices of its
 :class:`~transformer_intro.models.LMConfig` fixed: learned position embeddings
-(``positions="learned"``), the GELU in its tanh approximation (``activation="gelu_tanh"``),
+(``learned_positions=True``), the GELU in its tanh approximation (``activation="gelu_tanh"``),
 biases in the attention (``attention_bias=True``: GPT-2's key bias drops out of the softmax and
 its value bias becomes part of the output bias, see
 :class:`~transformer_intro.attention.MultiHeadAttention`), a read-out that reuses the token
@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..block import BlockConfig
 from ..models.language_model import LanguageModel, LMConfig
 from .state_dict import Checkpoint, language_model_from_arrays
 
@@ -46,19 +47,23 @@ def gpt2_config(
 
     The defaults are the smallest released model (124M parameters).
     """
-    return LMConfig(
-        vocab_size=vocab_size,
-        window=context_length,
+    block = BlockConfig(
         dim=dim,
         num_heads=num_heads,
-        num_blocks=num_blocks,
         mlp_hidden_dim=4 * dim,
-        positions="learned",
+        value_dim=dim // num_heads,
+        attention_bias=True,
         norm="layer",
         norm_eps=norm_eps,
         mlp="mlp",
         activation="gelu_tanh",
-        attention_bias=True,
+    )
+    return LMConfig(
+        vocab_size=vocab_size,
+        window=context_length,
+        block=block,
+        num_blocks=num_blocks,
+        learned_positions=True,
         tied_embeddings=True,
     )
 
@@ -88,7 +93,7 @@ GPT2_SMALL = gpt2_config()
 
 def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, jax.Array]:
     """Block ``m``'s weights, by their paths in the book's block."""
-    h, k, d = config.num_heads, config.head_dim, config.dim
+    h, k, d = config.block.num_heads, config.block.keys_dim, config.block.dim
     p = f"h.{m}."
     w_q, w_k, w_v = jnp.split(checkpoint[p + "attn.c_attn.weight"], 3, axis=1)  # x @ w_q: queries
     b_q, _, b_v = jnp.split(checkpoint[p + "attn.c_attn.bias"], 3)  # the key bias cancels
@@ -126,7 +131,12 @@ def gpt2_from_state_dict(tensors: Mapping[str, np.ndarray], config: LMConfig) ->
             (:func:`~transformer_intro.pretrained.state_dict.fill`).
         KeyError: when a tensor the model needs is missing.
     """
-    if not (config.tied_embeddings and config.attention_bias and config.positions == "learned"):
+    if not (
+        config.tied_embeddings
+        and config.block.attention_bias
+        and config.learned_positions
+        and not config.block.rotary
+    ):
         raise ValueError(f"not a GPT-2 configuration: {config}")
     checkpoint = Checkpoint({name.removeprefix("transformer."): t for name, t in tensors.items()})
     arrays = {

@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from ..block import BlockConfig
 from ..models.language_model import LanguageModel, LMConfig
 from .state_dict import Checkpoint, LazyTensors, language_model_from_arrays
 from .tokeniser import BYTE_LEVEL_PATTERN, ChatTokeniser, from_vocabulary
@@ -50,22 +51,26 @@ def llama_config(
     Rotary positions in the half-split layout (Hugging Face's); with ``tied_embeddings`` the
     token table is also the read-out.
     """
-    return LMConfig(
-        vocab_size=vocab_size,
-        window=context_length,
+    block = BlockConfig(
         dim=dim,
         num_heads=num_heads,
-        num_blocks=num_blocks,
         mlp_hidden_dim=mlp_hidden_dim,
-        positions="rotary",
+        value_dim=dim // num_heads,
+        num_kv_heads=num_kv_heads,
+        rotary=True,
+        rotary_base=rotary_base,
+        rotary_layout="half",
         norm="rms",
         norm_eps=norm_eps,
         mlp="gated",
         activation="silu",
         mlp_bias=False,
-        num_kv_heads=num_kv_heads,
-        rotary_base=rotary_base,
-        rotary_layout="half",
+    )
+    return LMConfig(
+        vocab_size=vocab_size,
+        window=context_length,
+        block=block,
+        num_blocks=num_blocks,
         tied_embeddings=tied_embeddings,
     )
 
@@ -98,8 +103,8 @@ def hf_tensors_from_folder(folder: Path) -> LazyTensors:
 
 def _block_arrays(checkpoint: Checkpoint, m: int, config: LMConfig) -> dict[str, jax.Array]:
     """Block ``m``'s weights, by their paths in the book's block."""
-    h, k, d = config.num_heads, config.head_dim, config.dim
-    g = config.num_kv_heads or h
+    h, k, d = config.block.num_heads, config.block.keys_dim, config.block.dim
+    g = config.block.num_kv_heads or h
     p = f"model.layers.{m}."
     return {
         "attention_norm.weight": checkpoint[p + "input_layernorm.weight"],
@@ -129,7 +134,7 @@ def model_from_hf_tensors(tensors: Mapping[str, np.ndarray], config: LMConfig) -
             fit the model (:func:`~transformer_intro.pretrained.state_dict.fill`).
         KeyError: when a tensor the model needs is missing.
     """
-    if not (config.norm == "rms" and config.mlp == "gated" and config.positions == "rotary"):
+    if not (config.block.norm == "rms" and config.block.mlp == "gated" and config.block.rotary):
         raise ValueError(f"not a Llama-style configuration: {config}")
     checkpoint = Checkpoint(tensors)
     arrays = {

@@ -18,6 +18,10 @@ they were trained on.
 
 A file that is not such a checkpoint, or that does not fit the run resuming from it, raises a
 :class:`CheckpointError` that says what is wrong and what to do.
+
+Format 3 saves a model's configuration as it nests (every stack of blocks as one
+:class:`~transformer_intro.block.BlockConfig`). Files of format 2, whose configurations were
+flat, still load: their headers are read as format 3 (:mod:`.format2`), their arrays as they are.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import numpy as np
 from .. import models  # noqa: F401  (importing the book's models registers them)
 from ..adapters import PROJECTIONS, LoRALanguageModel, projection_matrix
 from ..config import MODEL_CONFIGS
+from .format2 import lift_model_config
 from .history import History
 from .recipe import Recipe
 
@@ -44,8 +49,10 @@ __all__ = [
     "CheckpointError",
     "CheckpointInfo",
     "FORMAT",
+    "READABLE_FORMATS",
     "check_resumable",
     "checkpoint_header",
+    "upgrade_header",
     "load_adapter",
     "load_checkpoint",
     "save_adapter",
@@ -53,7 +60,9 @@ __all__ = [
     "weights_fingerprint",
 ]
 
-FORMAT = "transformer_intro checkpoint 2"
+FORMAT = "transformer_intro checkpoint 3"
+# The formats this version reads (format 2's headers lifted by upgrade_header).
+READABLE_FORMATS = ("transformer_intro checkpoint 2", FORMAT)
 
 _HEADER_KEYS = (
     "model_class",
@@ -423,13 +432,22 @@ def _require_same(path: Path, what: str, saved, given) -> None:
         )
 
 
-def _changed_fields(saved, given) -> list[str]:
-    """``"name: saved there, given here"`` for each field of two dataclasses that differs."""
-    return [
-        f"{f.name}: {getattr(saved, f.name)!r} there, {getattr(given, f.name)!r} here"
-        for f in dataclasses.fields(given)
-        if getattr(saved, f.name) != getattr(given, f.name)
-    ]
+def _changed_fields(saved, given, prefix: str = "") -> list[str]:
+    """``"name: saved there, given here"`` for each field of two dataclasses that differs.
+
+    A nested configuration that differs (a model's ``block``) names its own fields that differ,
+    ``block.norm: ...``.
+    """
+    changed = []
+    for f in dataclasses.fields(given):
+        old, new = getattr(saved, f.name), getattr(given, f.name)
+        if old == new:
+            continue
+        if dataclasses.is_dataclass(old) and type(old) is type(new):
+            changed += _changed_fields(old, new, f"{prefix}{f.name}.")
+        else:
+            changed.append(f"{prefix}{f.name}: {old!r} there, {new!r} here")
+    return changed
 
 
 def _open(path: Path):
@@ -444,14 +462,15 @@ def _read_header(f, path: Path) -> dict[str, Any]:
         header = json.loads(f.readline())
     except ValueError:  # not JSON, or not even text (UnicodeDecodeError is a ValueError)
         header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    if not isinstance(header, dict) or header.get("format") not in READABLE_FORMATS:
         found = (
             "its first line is not a JSON object"
             if not isinstance(header, dict)
             else f"its header's format is {header.get('format')!r}"
         )
         raise CheckpointError(
-            f"{path} is not a {FORMAT!r} file ({found}): check the path, or write the model with "
+            f"{path} is not a {FORMAT!r} file ({found}; this version reads "
+            f"{', '.join(map(repr, READABLE_FORMATS))}): check the path, or write the model with "
             "save_checkpoint."
         )
     missing = [key for key in _HEADER_KEYS if key not in header]
@@ -466,7 +485,19 @@ def _read_header(f, path: Path) -> dict[str, Any]:
             f"build {', '.join(sorted(MODEL_CONFIGS))}): import the module that defines that "
             "model first, or load it with the version that wrote it."
         )
-    return header
+    return upgrade_header(header)
+
+
+def upgrade_header(header: dict[str, Any]) -> dict[str, Any]:
+    """A readable header (of any of :data:`READABLE_FORMATS`) as this version's format writes it.
+
+    Only the model's configuration differs between formats 2 and 3; the arrays that follow the
+    header are the same.
+    """
+    if header.get("format") == FORMAT:
+        return header
+    config = lift_model_config(header.get("model_class"), header.get("model_config"))
+    return header | {"format": FORMAT, "model_config": config}
 
 
 def _from_fields(cls, fields, what: str, path: Path):
@@ -483,7 +514,7 @@ def _from_fields(cls, fields, what: str, path: Path):
             "was written by a newer transformer_intro; upgrade to load it."
         )
     try:
-        return cls(**fields)
+        return cls.from_dict(fields) if hasattr(cls, "from_dict") else cls(**fields)
     except (TypeError, ValueError) as error:
         raise CheckpointError(
             f"{path}'s {what} is not valid in this version ({error}): load it with the version "

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 from jaxtyping import ArrayLike
 
+from ..block import BlockConfig
 from ..models.language_model import LanguageModel, LMConfig
 
 __all__ = [
@@ -104,10 +105,14 @@ def scaling_config(dim: int, num_blocks: int, vocab_size: int) -> LMConfig:
     return LMConfig(
         vocab_size=vocab_size,
         window=WINDOW,
-        dim=dim,
-        num_heads=NUM_HEADS,
+        block=BlockConfig(
+            dim=dim,
+            num_heads=NUM_HEADS,
+            mlp_hidden_dim=4 * dim,
+            value_dim=dim // NUM_HEADS,
+            rotary=True,
+        ),
         num_blocks=num_blocks,
-        mlp_hidden_dim=4 * dim,
     )
 
 
@@ -145,7 +150,7 @@ def total_parameters(config: LMConfig) -> int:
     Per block the four attention matrices, the MLP's two matrices and biases, two LayerNorms;
     the final LayerNorm, the read-out with its bias, the token table.
     """
-    d, f, v = config.dim, config.mlp_hidden_dim, config.vocab_size
+    d, f, v = config.block.dim, config.block.mlp_hidden_dim, config.vocab_size
     block = 4 * d * d + 2 * d * f + f + d + 4 * d
     return config.num_blocks * block + 2 * d + v * d + v + v * d
 
@@ -172,11 +177,11 @@ def matrix_parameters(config: LMConfig) -> int:
     The blocks' projections and MLP matrices and the read-out; the token table is a look-up (the
     compute appendix's count, equation eq-compute-forward).
     """
-    d, f, k = config.dim, config.mlp_hidden_dim, config.head_dim
-    h, h_kv = config.num_heads, config.num_kv_heads or config.num_heads
+    d, f, k = config.block.dim, config.block.mlp_hidden_dim, config.block.keys_dim
+    h, h_kv = config.block.num_heads, config.block.num_kv_heads or config.block.num_heads
     attention = d * k * (2 * h + 2 * h_kv)
-    mlp = (3 if config.mlp == "gated" else 2) * d * f
-    return config.num_blocks * (attention + mlp) + config.vocab_size * config.dim
+    mlp = (3 if config.block.mlp == "gated" else 2) * d * f
+    return config.num_blocks * (attention + mlp) + config.vocab_size * config.block.dim
 
 
 def training_flops_per_token(config: LMConfig, window: int | None = None) -> int:
@@ -187,7 +192,7 @@ def training_flops_per_token(config: LMConfig, window: int | None = None) -> int
     which no parameter accounts for (``4 M n D`` forward, three times that to train).
     """
     n = config.window if window is None else window
-    return 6 * matrix_parameters(config) + 12 * config.num_blocks * n * config.dim
+    return 6 * matrix_parameters(config) + 12 * config.num_blocks * n * config.block.dim
 
 
 def steps_for_budget(
