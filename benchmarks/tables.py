@@ -121,7 +121,7 @@ def nanogpt(files: Files) -> str:
     chapter = [
         "chapter 9",
         f"{parameters / 1e6:.2f}M",
-        f"{config['num_blocks']} × {config['dim']}",
+        f"{config['num_blocks']} × {config['block']['dim']}",
         "four held-out plays",
         f"{recipe['steps']:,} steps of {recipe['batch_size']} windows of {config['window']} "
         "characters",

@@ -133,8 +133,11 @@ def test_a_changed_model_configuration_is_named_and_trained(task, saved, capsys)
     path, _, _ = saved
     wider = TINY_VIT.replace(block=TINY_VIT.block.replace(dim=32, mlp_hidden_dim=64))
     run = fit_or_replay(start(wider), task, RECIPE, path, replay_steps=4, progress=False)
-    assert run.variant and run.changes == ("model dim 16 -> 32", "model mlp_hidden_dim 32 -> 64")
-    assert "model dim 16 -> 32, model mlp_hidden_dim 32 -> 64: training your variant" in (
+    assert run.variant and run.changes == (
+        "model block.dim 16 -> 32",
+        "model block.mlp_hidden_dim 32 -> 64",
+    )
+    assert "model block.dim 16 -> 32, model block.mlp_hidden_dim 32 -> 64: training your" in (
         capsys.readouterr().out
     )
     assert run.model.config == wider and run.history.step[-1] == RECIPE.steps

@@ -148,6 +148,6 @@ def test_total_parameters_from_the_configuration_and_the_nearest_model() -> None
         assert scaling.total_parameters(config) == scaling.parameter_counts(model)["all"]
     near = scaling.config_near(4e5, vocab_size=84)
     assert abs(math.log(scaling.total_parameters(near) / 4e5)) < math.log(1.1)
-    assert 20 <= near.dim / near.num_blocks <= 48
+    assert 20 <= near.block.dim / near.num_blocks <= 48
     # control: a size between two shapes picks the nearer, not the first or the largest
     assert scaling.config_near(1e4, 84) != scaling.config_near(1e6, 84)

@@ -154,7 +154,7 @@ def test_llama_state_dict_round_trip_with_and_without_scanned_blocks():
 
 def test_gpt2_with_scanned_blocks_equals_the_loop_stacked():
     rng = np.random.default_rng(0)
-    d, v, t = GPT2.dim, GPT2.vocab_size, GPT2.window
+    d, v, t = GPT2.block.dim, GPT2.vocab_size, GPT2.window
     shapes = {"wte.weight": (v, d), "wpe.weight": (t, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
     for m in range(GPT2.num_blocks):
         p = f"h.{m}."

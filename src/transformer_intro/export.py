@@ -211,6 +211,7 @@ def page_config(kind: str, model) -> dict:
             "dim": block.dim,
             "num_blocks": config.num_blocks,
             "num_heads": block.num_heads,
+            "mlp_hidden_dim": block.mlp_hidden_dim,
             "positions": "rotary" if block.rotary else "none",
             "rotary_base": block.rotary_base,
             "norm_eps": block.norm_eps,

@@ -532,6 +532,17 @@ def fit_or_replay(
     return Run(trained, history, recipe, variant, message, changes)
 
 
+def _dotted(config: dict, prefix: str = "") -> dict:
+    """A nested configuration's values by dotted name (``block.dim``), to name a change."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat |= _dotted(value, f"{prefix}{key}.")
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
 def _differences(header, saved_recipe: Recipe, model, recipe: Recipe, extra) -> list[str]:
     """``"name old -> new"`` for each difference between a saved run's header and this run."""
     changes = []
@@ -543,8 +554,8 @@ def _differences(header, saved_recipe: Recipe, model, recipe: Recipe, extra) -> 
     if name != header["model_class"] or not dataclasses.is_dataclass(config):
         changes.append(f"model {header['model_class']} -> {name}")
     else:
-        saved = header["model_config"]
-        given = json.loads(config.to_json())
+        saved = _dotted(header["model_config"])
+        given = _dotted(json.loads(config.to_json()))
         changes += [
             f"model {key} {saved.get(key)!r} -> {given.get(key)!r}"
             for key in given

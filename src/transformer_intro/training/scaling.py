@@ -158,12 +158,12 @@ def total_parameters(config: LMConfig) -> int:
 def config_near(parameters: float, vocab_size: int) -> LMConfig:
     """The sweep-shaped model whose |θ| is nearest ``parameters`` (in ratio).
 
-    Widths are multiples of the 4 heads from 16 to 512, depths 1 to 8, and width over depth
-    between 20 and 48, as on :data:`LADDER`.
+    Widths are multiples of 8 from 16 to 512 (each of the 4 heads an even width, as rotary
+    positions need), depths 1 to 8, and width over depth between 20 and 48, as on :data:`LADDER`.
     """
     shapes = [
         (dim, blocks)
-        for dim in range(16, 513, NUM_HEADS)
+        for dim in range(16, 513, 2 * NUM_HEADS)
         for blocks in range(1, 9)
         if 20 <= dim / blocks <= 48
     ]
