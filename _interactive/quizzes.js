@@ -2792,6 +2792,33 @@ window.BOOK_QUIZZES = {
    ]
   },
   {
+   "type": "numeric",
+   "question": "SmolLM2 has 30 blocks, each with 3 key-value heads of width 64. How many bytes does its float32 key-value cache hold per token of a conversation, in thousands of bytes?",
+   "answer": 46.08,
+   "tolerance": 0.05,
+   "unit": "thousand bytes",
+   "explanation": "A key and a value per block and key-value head: 2 × 30 × 3 × 64 = 11,520 numbers of 4 bytes, 46,080 bytes; about 45 MiB for 1,024 tokens.",
+   "hint": "Count what one token leaves in one block's cache (keys and values, per key-value head), then the blocks and the bytes per number.",
+   "mistakes": [
+    {
+     "value": 23.04,
+     "explanation": "That counts the keys only; every block keeps a value beside each key."
+    },
+    {
+     "value": 138.24,
+     "explanation": "That counts the 9 query heads; with grouped-query attention only the 3 key-value heads are cached."
+    },
+    {
+     "value": 11.52,
+     "explanation": "That is the count of numbers; each float32 number takes 4 bytes."
+    },
+    {
+     "value": 1.536,
+     "explanation": "That is one block's share; each of the 30 blocks keeps its own keys and values."
+    }
+   ]
+  },
+  {
    "type": "choice",
    "question": "What does FlashAttention's forward pass keep for the backward pass, besides its inputs and output?",
    "options": [

@@ -202,7 +202,7 @@ def main() -> None:
     few_shot_window = window_for(*few_shot_tests.values())
     print(f"few-shot prompts: {args.shots} examples, window {few_shot_window}", flush=True)
 
-    def train():
+    def adapter_run():
         """Train the adapters (or read them with --adapter-in): (adapted, recipe, history, s)."""
         if args.adapter_in is not None:
             while args.wait_for_adapter and not args.adapter_in.exists():
@@ -239,7 +239,7 @@ def main() -> None:
         return adapted, recipe, history, seconds
 
     if args.adapter_in is None:  # train first: the adapter file is written as early as it can be
-        adapted, recipe, history, seconds_training = train()
+        adapted, recipe, history, seconds_training = adapter_run()
     started = time.perf_counter()
     before = measure(model)
     answers_before = ask(model)
@@ -251,7 +251,7 @@ def main() -> None:
     }
     print_figures(f"{args.shots}-shot", few_shot)
     if args.adapter_in is not None:  # measured the base model first, while it trains elsewhere
-        adapted, recipe, history, seconds_training = train()
+        adapted, recipe, history, seconds_training = adapter_run()
     print(f"training loss: {history.train_loss[0]:.3f} first, {history.train_loss[-1]:.3f} last")
     merged = adapted.merged()
     after = measure(merged)

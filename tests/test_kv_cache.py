@@ -240,6 +240,8 @@ def test_smollm2_chat_keeps_its_cache_and_equals_the_refill():
     chat, starts = talk(["Give me two tips for learning to cook.", "Which of the two is easier?"])
     ids = chat.conversation.ids
     assert chat.refills == 0 and chat.conversation.tokens_processed == len(ids)
+    assert [start for start, _ in chat.answer_spans] == starts
+    assert chat.answer_spans[-1][1] == len(ids)
     # the whole conversation in one uncached pass: the logits of every answer's tokens
     forward = eqx.filter_jit(lambda m, x: m(x))
     everything = np.asarray(forward(model, jnp.asarray(ids)))

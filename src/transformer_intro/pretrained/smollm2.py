@@ -350,6 +350,8 @@ class Chat:
         conversation: the tokens and their cache.
         refills: how many turns found the cache not holding the start of the template's text
             (a template that rewrites earlier turns) and filled it again from the whole text.
+        answer_spans: for each answer the cache holds, ``(start, stop)``: its drawn tokens are
+            ``conversation.ids[start:stop]`` (an end token included).
     """
 
     def __init__(self, model: LanguageModel, tokenizer: ChatTokeniser):
@@ -358,6 +360,7 @@ class Chat:
         self.messages: list[dict[str, str]] = []
         self.conversation = Conversation(model)
         self.refills = 0
+        self.answer_spans: list[tuple[int, int]] = []
 
     def say(
         self,
@@ -380,10 +383,13 @@ class Chat:
             # the cache no longer holds a prefix of the prompt, so it is filled again.
             self.conversation = Conversation(self.model)
             self.refills += 1
+            self.answer_spans = []
             cached = ""
         self.conversation.add(self.tokenizer.encode(prompt[len(cached) :]))
         stop = () if self.tokenizer.eos_id is None else (self.tokenizer.eos_id,)
+        start = len(self.conversation.ids)
         tokens, _ = self.conversation.reply(num_tokens, stop=stop, temperature=temperature, key=key)
+        self.answer_spans.append((start, len(self.conversation.ids)))
         answer = _answer_text(self.tokenizer, tokens.tolist())
         self.messages.append({"role": "assistant", "content": answer})
         return answer
