@@ -15,13 +15,16 @@ budget into seconds (``rate``), measured once per invocation and kept.
 
 ``--verify`` trains, instead, the run that ``benchmarks/results/scaling_prediction.json`` (the
 chapter's prediction, committed before) names, for the seeds given; those runs are added to the
-same file under ``verification``.
+same file under ``verification``. ``--compare`` trains chapter 9's model (its width and depth,
+at the sweep's window, batch and recipe) at the prediction's compute, under ``comparison``: the
+hand-chosen model beside the one the law chose.
 
 Writes ``benchmarks/results/scaling_sweep.json`` (atomically, after every run); a run already in
 it is not trained again, so an interrupted invocation continues where it stopped.
 
     nice -n 5 python benchmarks/scaling_sweep.py [--budgets 5e11 1e12 2e12 4e12]
     nice -n 5 python benchmarks/scaling_sweep.py --verify --seeds 0 1 2
+    nice -n 5 python benchmarks/scaling_sweep.py --compare --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from tqdm import tqdm
 
 from transformer_intro import Vocabulary
 from transformer_intro.datasets.shakespeare import load_shakespeare
+from transformer_intro.models.language_model import SHAKESPEARE_CONFIG
 from transformer_intro.tasks import SHAKESPEARE_RECIPE, NextSymbolPrediction
 from transformer_intro.training import fit, scaling
 
@@ -250,6 +254,11 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=[0])
     parser.add_argument("--verify", action="store_true", help="train the committed prediction")
     parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="train chapter 9's model at the prediction's compute, for the seeds given",
+    )
+    parser.add_argument(
         "--predict", action="store_true", help="fit the runs and write the prediction's file"
     )
     parser.add_argument("--time", action="store_true", help="measure the machine's rate only")
@@ -264,10 +273,12 @@ def main() -> None:
         write_json(PREDICTION, prediction)
         print(json.dumps(prediction, indent=1))
         return
-    section = "verification" if args.verify else "runs"
-    if args.verify:
+    section = "verification" if args.verify else "comparison" if args.compare else "runs"
+    if args.verify or args.compare:
         prediction = json.loads(PREDICTION.read_text())
         dim, blocks = prediction["model"]
+        if args.compare:  # chapter 9's sizes, at the sweep's window, batch and recipe
+            dim, blocks = SHAKESPEARE_CONFIG.block.dim, SHAKESPEARE_CONFIG.num_blocks
         plan = [
             dict(budget=prediction["budget"], dim=dim, blocks=blocks, seed=s) for s in args.seeds
         ]
@@ -278,7 +289,7 @@ def main() -> None:
     print(f"{len(plan) - len(todo)} of {len(plan)} runs already in {args.out}", flush=True)
     results.setdefault("machine", machine())
     results["invocations"].append({"date": _now(), "load_average_start": _load(), "todo": todo})
-    if args.time or (not args.verify and todo):
+    if args.time or (not (args.verify or args.compare) and todo):
         rate = measure_rate(data)
         results["rate"].append(rate)
         write_json(args.out, results)
@@ -324,6 +335,7 @@ def _read(path: Path) -> dict:
     if path.exists():
         results = json.loads(path.read_text())
         results.setdefault("verification", [])
+        results.setdefault("comparison", [])
         return results
     return {
         "window": scaling.WINDOW,
@@ -333,6 +345,7 @@ def _read(path: Path) -> dict:
         "invocations": [],
         "runs": [],
         "verification": [],
+        "comparison": [],
     }
 
 
