@@ -17,7 +17,9 @@ budget into seconds (``rate``), measured once per invocation and kept.
 chapter's prediction, committed before) names, for the seeds given; those runs are added to the
 same file under ``verification``. ``--compare`` trains chapter 9's model (its width and depth,
 at the sweep's window, batch and recipe) at the prediction's compute, under ``comparison``: the
-hand-chosen model beside the one the law chose.
+hand-chosen model beside the one the law chose. ``--size-check`` trains :data:`SIZE_CHECK`'s
+sizes at the same compute, under ``size_check``: with those two, an IsoFLOP curve at the
+prediction's compute, whose vertex checks the predicted size.
 
 Writes ``benchmarks/results/scaling_sweep.json`` (atomically, after every run); a run already in
 it is not trained again, so an interrupted invocation continues where it stopped.
@@ -25,6 +27,7 @@ it is not trained again, so an interrupted invocation continues where it stopped
     nice -n 5 python benchmarks/scaling_sweep.py [--budgets 5e11 1e12 2e12 4e12]
     nice -n 5 python benchmarks/scaling_sweep.py --verify --seeds 0 1 2
     nice -n 5 python benchmarks/scaling_sweep.py --compare --seeds 0 1 2
+    nice -n 5 python benchmarks/scaling_sweep.py --size-check --seeds 0
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ TIMING_STEPS = 200  # about 4 s of steps: 40 (0.7 s) proved too few on a shared 
 FIVE_MINUTES = 300.0  # the prediction's budget: what this many seconds of the machine deliver
 # Fixed before the verification run is trained, and committed with the prediction.
 TOLERANCE = {"loss_nats_per_character": 0.02, "size_factor": 1.5}
+# Sizes about a factor 2 apart around the prediction's (104, 3), besides it and chapter 9's
+# (128, 4): with them, five sizes at the prediction's compute, whose parabola checks its size.
+SIZE_CHECK = ((72, 2), (88, 3), (160, 5))
 BOOTSTRAP_SAMPLES = 1000  # Approach 2's resamples
 SURFACE_SAMPLES = 100  # Approach 3's (each a refit)
 
@@ -259,6 +265,11 @@ def main() -> None:
         help="train chapter 9's model at the prediction's compute, for the seeds given",
     )
     parser.add_argument(
+        "--size-check",
+        action="store_true",
+        help="train SIZE_CHECK's sizes at the prediction's compute: its IsoFLOP curve",
+    )
+    parser.add_argument(
         "--predict", action="store_true", help="fit the runs and write the prediction's file"
     )
     parser.add_argument("--time", action="store_true", help="measure the machine's rate only")
@@ -273,14 +284,27 @@ def main() -> None:
         write_json(PREDICTION, prediction)
         print(json.dumps(prediction, indent=1))
         return
-    section = "verification" if args.verify else "comparison" if args.compare else "runs"
-    if args.verify or args.compare:
+    at_prediction = args.verify or args.compare or args.size_check
+    section = (
+        "verification"
+        if args.verify
+        else "comparison"
+        if args.compare
+        else "size_check"
+        if args.size_check
+        else "runs"
+    )
+    if at_prediction:
         prediction = json.loads(PREDICTION.read_text())
-        dim, blocks = prediction["model"]
+        sizes = [prediction["model"]]
         if args.compare:  # chapter 9's sizes, at the sweep's window, batch and recipe
-            dim, blocks = SHAKESPEARE_CONFIG.block.dim, SHAKESPEARE_CONFIG.num_blocks
+            sizes = [[SHAKESPEARE_CONFIG.block.dim, SHAKESPEARE_CONFIG.num_blocks]]
+        if args.size_check:
+            sizes = SIZE_CHECK
         plan = [
-            dict(budget=prediction["budget"], dim=dim, blocks=blocks, seed=s) for s in args.seeds
+            dict(budget=prediction["budget"], dim=dim, blocks=blocks, seed=s)
+            for dim, blocks in sizes
+            for s in args.seeds
         ]
     else:
         plan = planned_runs(args.budgets, args.seeds)
@@ -289,7 +313,7 @@ def main() -> None:
     print(f"{len(plan) - len(todo)} of {len(plan)} runs already in {args.out}", flush=True)
     results.setdefault("machine", machine())
     results["invocations"].append({"date": _now(), "load_average_start": _load(), "todo": todo})
-    if args.time or (not (args.verify or args.compare) and todo):
+    if args.time or (not at_prediction and todo):
         rate = measure_rate(data)
         results["rate"].append(rate)
         write_json(args.out, results)
@@ -336,6 +360,7 @@ def _read(path: Path) -> dict:
         results = json.loads(path.read_text())
         results.setdefault("verification", [])
         results.setdefault("comparison", [])
+        results.setdefault("size_check", [])
         return results
     return {
         "window": scaling.WINDOW,
@@ -346,6 +371,7 @@ def _read(path: Path) -> dict:
         "runs": [],
         "verification": [],
         "comparison": [],
+        "size_check": [],
     }
 
 
