@@ -69,7 +69,7 @@ def _bowl(n_opt, curvature, sizes, tilt=0.0, seed=0):
 PARABOLA_OPTIMUM = Exercise(
     name="parabola_optimum",
     chapter=20,
-    title="The optimal size of one compute budget: the vertex of a parabola in log |θ|",
+    title="The optimal size at one compute: the vertex of a parabola in log |θ|",
     reference=_parabola_optimum,
     cases=lambda: [
         Case("five sizes around 90,000", _bowl(9e4, 0.08, np.geomspace(2e4, 4e5, 5))),
@@ -129,7 +129,7 @@ def _power_cases():
     x = np.array([1.0, 10.0, 100.0])
     return [
         Case("exact, exponent 0.5", (c, 0.1 * c**0.5)),
-        Case("four budgets with scatter, exponent near 0.45", (c, noisy)),
+        Case("four amounts of compute with scatter, exponent near 0.45", (c, noisy)),
         Case("a falling law, y = 3 x^-0.3", (x, 3 * x**-0.3)),
     ]
 
