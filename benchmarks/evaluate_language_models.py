@@ -15,8 +15,8 @@ The formats:
   model kept in those blocks (``load_smollm2(quantised=True)``), which computes the same numbers
   up to the order of additions;
 - ``Q8_0``: every matrix and the token table of ``float32`` quantised again, to Q8_0 (chapter 16,
-  ``model.quantised("Q8_0")``), and multiplied as the float32 numbers those blocks hold
-  (``.dequantised()``): the same products as the blocks' own, up to the order of additions, in
+  ``quantise_model(model, "Q8_0")``), and multiplied as the float32 numbers those blocks hold
+  (``dequantise_model``): the same products as the blocks' own, up to the order of additions, in
   XLA's matrix products, which read a window of 1,024 tokens faster than the blocks' kernel;
 - ``Q4_1``: the file's blocks multiplied by the blocks' kernel itself, without unpacking them
   (``load_smollm2(quantised=True)``). Not run by default: on two shared cores it takes hours,
@@ -44,6 +44,7 @@ from pathlib import Path
 from report import machine, write_json  # beside this script
 
 from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS
+from transformer_intro.models.quantised import dequantise_model, quantise_model
 from transformer_intro.pretrained import load_smollm2
 from transformer_intro.training.evaluation import TextLoss, held_out_passages, text_loss
 
@@ -64,7 +65,7 @@ def load(fmt: str):
         return load_smollm2(quantised=True)
     model, tokeniser = load_smollm2()
     if fmt == "Q8_0":
-        model = model.quantised("Q8_0").dequantised()
+        model = dequantise_model(quantise_model(model, "Q8_0"))
     return model, tokeniser
 
 

@@ -19,6 +19,7 @@ from scipy.stats import binom, binomtest
 
 from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS, load_play, load_shakespeare
 from transformer_intro.models import SHAKESPEARE_CONFIG, LanguageModel
+from transformer_intro.models.quantised import dequantise_model, quantise_model
 from transformer_intro.tokenisers import BytePairEncoding, Vocabulary
 from transformer_intro.training.evaluation import (
     TextLoss,
@@ -181,9 +182,9 @@ def test_batches_do_not_change_the_loss(tiny_model):
 def test_a_quantised_model_is_read_through_its_cache(tiny_model):
     ids = np.random.default_rng(2).integers(0, 40, 40)
     counts = np.ones(40, np.int64)
-    quantised = tiny_model.quantised("Q8_0")
+    quantised = quantise_model(tiny_model, "Q8_0")
     kept = token_loss(quantised, ids, counts, context=16)
-    floats = token_loss(quantised.dequantised(), ids, counts, context=16)
+    floats = token_loss(dequantise_model(quantised), ids, counts, context=16)
     assert kept.nats == pytest.approx(floats.nats, rel=1e-4)
     original = token_loss(tiny_model, ids, counts, context=16)
     assert kept.nats != original.nats  # control: the blocks' rounding is there

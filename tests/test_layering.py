@@ -146,6 +146,22 @@ def test_every_building_block_is_placed_once():
     assert {name for name, layer in LAYERS.items() if layer == 0} == set(BUILDING_BLOCKS)
 
 
+# The layers and the models multiply by a matrix in blocks as by an array: the block format and
+# the attention that multiplies by its output matrix live beside it (models/quantised.py).
+FORMAT_FREE = [
+    "normalisation.py", "positions.py", "mlp.py", "attention.py", "flash_attention.py",
+    "block.py", "models/vit.py", "models/language_model.py", "models/encoder_decoder.py",
+    "models/generation.py", "models/kv_cache.py",
+]  # fmt: skip
+
+
+def test_the_layers_and_models_know_no_block_format():
+    found = {name: [t for t in imports(PACKAGE / name) if "quantis" in t] for name in FORMAT_FREE}
+    assert {name: targets for name, targets in found.items() if targets} == {}
+    # control: the module beside the format is seen importing it
+    assert "transformer_intro.quantisation" in imports(PACKAGE / "models/quantised.py")
+
+
 def test_parallel_imports_no_model():
     assert not [t for t in imports(PACKAGE / "parallel.py") if "models" in t]
 
@@ -162,7 +178,8 @@ def test_importing_the_package_does_not_import(heavy):
 DECLARED = [
     "block.py", "parallel.py", "tasks.py", "datasets/mnist.py", "relations/recurrence.py",
     "models/__init__.py", "models/vit.py", "models/language_model.py",
-    "models/encoder_decoder.py", "training/__init__.py", "training/checkpoints.py",
+    "models/encoder_decoder.py", "models/quantised.py", "training/__init__.py",
+    "training/checkpoints.py",
     "training/history.py", "training/loop.py", "training/recipe.py",
     "training/step.py", "config.py", "parameters.py", "datasets/synthetic.py",
     "demos/multi_process.py", "pretrained/__init__.py", "pretrained/gguf.py",

@@ -9,14 +9,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_intro.attention import MultiHeadSelfAttention
 from transformer_intro.models import LanguageModel
 from transformer_intro.models.generation import generate_ids
+from transformer_intro.models.quantised import (
+    QuantisedSelfAttention,
+    dequantise_model,
+    quantise_model,
+)
 from transformer_intro.pretrained import load_smollm2
 from transformer_intro.pretrained.llama import llama_config
 from transformer_intro.quantisation import (
     FORMATS,
     QuantisedMatrix,
     from_gguf_blocks,
+    holds_blocks,
     native_kernels_missing,
     quantise,
     quantised_vector,
@@ -151,7 +158,7 @@ def test_a_scanned_model_gives_its_products_the_whole_stack():
     # Step m of the scan passes the stacked blocks and m: a slice of the stack, which XLA would
     # copy before every product, is never taken.
     model = LanguageModel(TINY.replace(scan_blocks=True), key=jax.random.PRNGKey(0))
-    quantised = model.quantised("Q4_1")
+    quantised = quantise_model(model, "Q4_1")
     ids = jnp.arange(12) % TINY.vocab_size
     stacks = {
         w.codes.shape for w in jax.tree.leaves(quantised.blocks, is_leaf=lambda x: isinstance(
@@ -272,9 +279,9 @@ def test_a_quantised_model_generates_as_its_dequantised_model(format, scan_block
     model = LanguageModel(TINY.replace(scan_blocks=scan_blocks), key=jax.random.PRNGKey(0))
     # weights large enough that the model's greedy choices are not near-ties
     model = jax.tree.map(lambda a: a * 8 if eqx.is_inexact_array(a) and a.ndim > 1 else a, model)
-    quantised = model.quantised(format)
-    assert quantised.blocks_are_quantised() and not model.blocks_are_quantised()
-    floats = quantised.dequantised()
+    quantised = quantise_model(model, format)
+    assert holds_blocks(quantised) and not holds_blocks(model)
+    floats = dequantise_model(quantised)
     assert jax.tree.structure(floats) == jax.tree.structure(model)
     ids = jnp.arange(12) % TINY.vocab_size
     logits, _ = eqx.filter_jit(lambda m, s: m.extend(s, m.empty_cache(), 0))(quantised, ids)
@@ -284,7 +291,20 @@ def test_a_quantised_model_generates_as_its_dequantised_model(format, scan_block
     prompt = np.array([1, 5, 9, 2])
     assert np.array_equal(generate_ids(quantised, prompt, 20), generate_ids(floats, prompt, 20))
     with pytest.raises(ValueError, match="quantised already"):
-        quantised.quantised(format)
+        quantise_model(quantised, format)
+
+
+def test_attention_in_blocks_refuses_the_float_paths_and_names_the_fix():
+    model = quantise_model(LanguageModel(TINY, key=jax.random.PRNGKey(0)), "Q8_0")
+    attention = model.blocks[0].attention
+    assert isinstance(attention, QuantisedSelfAttention)
+    x = jnp.zeros((3, TINY.block.dim))
+    for call in (lambda: attention(x), lambda: attention.batched(x[None])):
+        with pytest.raises(ValueError, match=r"only generates \(extend\).*dequantise_model"):
+            call()
+    # control: the float model it computes is the float layer again, and runs
+    floats = dequantise_model(model).blocks[0].attention
+    assert type(floats) is MultiHeadSelfAttention and floats(x).shape == x.shape
 
 
 def test_the_gguf_reader_reads_what_gguf_writes(tmp_path):
@@ -391,7 +411,7 @@ def test_a_gguf_file_loads_in_blocks_as_the_float_loader_reads_it(tmp_path):
     floats = model_from_hf_tensors(hf_tensors_from_gguf(tensors, config), config)
     blocks = quantised_model_from_gguf(tmp_path / "tiny.gguf")
     same = jax.tree.map(
-        lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), blocks.dequantised(), floats
+        lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), dequantise_model(blocks), floats
     )
     assert all(jax.tree.leaves(same))
     # a matrix of another shape than the model's is named, with both shapes
@@ -412,8 +432,8 @@ def test_scanned_blocks_load_stacked_and_mixed_formats_are_named(tmp_path):
     assert scanned.config.scan_blocks and scanned.blocks.attention.query_projections.shape[0] == 2
     same = jax.tree.map(
         lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)),
-        scanned.dequantised(),
-        loop.dequantised().stacked(),
+        dequantise_model(scanned),
+        dequantise_model(loop).stacked(),
     )
     assert all(jax.tree.leaves(same))
     ids = jnp.arange(10) % 64

@@ -28,7 +28,6 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .normalisation import RMSNorm
 from .positions import rotate_pairs
-from .quantisation import QuantisedMatrix
 
 __all__ = [
     "MultiHeadAttention",
@@ -590,20 +589,10 @@ class MultiHeadAttention(eqx.Module):
             raise ValueError(f"{t} new tokens do not fit a cache of {window} positions")
         positions = start + jnp.arange(t)
 
-        def project(weights):
-            if isinstance(weights, QuantisedMatrix):  # (H, K, D) in blocks: one pass for all T
-                return jax.vmap(weights)(x).transpose(1, 0, 2)
-            # One product per head, x repeated over the heads: written as "hkd,td->htk", XLA
-            # on the CPU copies every projection into another layout at each generated token
-            # (63 MiB per token for SmolLM2), while the batched form reads the weights in place.
-            return jnp.einsum(
-                "hkd,htd->htk", weights, jnp.broadcast_to(x, (len(weights), *x.shape))
-            )
-
-        keys = self._finish_keys(project(self.key_projections), positions)
-        queries = project(self.query_projections)
+        keys = self._finish_keys(self._heads_of(self.key_projections, x), positions)
+        queries = self._heads_of(self.query_projections, x)
         queries = self._finish_queries(queries, positions, self._query_bias_rows())
-        values = project(self.value_projections)
+        values = self._heads_of(self.value_projections, x)
         cached_keys = jax.lax.dynamic_update_slice(
             cached_keys, keys.astype(cached_keys.dtype), (0, start, 0)
         )
@@ -623,15 +612,21 @@ class MultiHeadAttention(eqx.Module):
             lambda k, q: attention_weights(k, q, scaled=self.scaled, mask=grouped_mask)
         )(cached_keys, grouped_queries)  # (H_kv, W, r T)
         heads = jnp.einsum("hmt,hmv->htv", weights, cached_values).reshape(self.num_heads, t, -1)
-        if isinstance(self.output_projections, QuantisedMatrix):
-            # kept as one matrix W_O = [O_1 ... O_H], (D, H Dv), which sums over the heads
-            y = jax.vmap(self.output_projections)(heads.transpose(1, 0, 2).reshape(t, -1))
-            y = y if self.combine_heads == "sum" else y / self.num_heads
-            return self._add_output_bias(y), (cached_keys, cached_values)
+        return self._tokens_from_heads(heads), (cached_keys, cached_values)
+
+    def _heads_of(self, weights: Float[Array, "H K D"], x: Float[Array, "T D"]) -> Array:
+        """``W_h x_t`` for every head h and new token t, (H, T, K): one product per head."""
+        # Written as "hkd,td->htk", XLA on the CPU copies every projection into another layout
+        # at each generated token (63 MiB per token for SmolLM2), while the batched form reads
+        # the weights in place.
+        return jnp.einsum("hkd,htd->htk", weights, jnp.broadcast_to(x, (len(weights), *x.shape)))
+
+    def _tokens_from_heads(self, heads: Float[Array, "H T Dv"]) -> Float[Array, "T D"]:
+        """The heads' outputs as tokens: ``Σ_h O_h v_{h,t}`` (or the mean), plus the output bias."""
         if self.output_projections is not None:
             heads = jnp.einsum("hdv,htv->htd", self.output_projections, heads)
         y = heads.sum(0) if self.combine_heads == "sum" else heads.mean(0)
-        return self._add_output_bias(y), (cached_keys, cached_values)
+        return self._add_output_bias(y)
 
     @property
     def token_dim(self) -> int:

@@ -48,6 +48,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 from .attention import attend, causal_mask, padding_mask
 from .block import BlockConfig
 from .models import EncoderDecoder, LanguageModel, LMConfig
+from .quantisation import holds_blocks
 from .training import Recipe
 
 __all__ = [
@@ -123,10 +124,10 @@ class HeadRun(NamedTuple):
 def _check_plain(model) -> None:
     if not isinstance(model, LanguageModel):
         raise TypeError(f"expected a LanguageModel, got {type(model).__name__}")
-    if model.config.scan_blocks or model.blocks_are_quantised():
+    if model.config.scan_blocks or holds_blocks(model):
         raise ValueError(
             "run_with_heads reads the blocks one by one as float weights: give it a model "
-            "built with scan_blocks=False and not quantised (model.dequantised() for a "
+            "built with scan_blocks=False and not quantised (dequantise_model(model) for a "
             "quantised one)"
         )
 

@@ -57,6 +57,7 @@ __all__ = [
     "QuantisedMatrix",
     "from_gguf_blocks",
     "gguf_block_arrays",
+    "holds_blocks",
     "native_kernels_missing",
     "quantise",
     "quantised_vector",
@@ -193,6 +194,11 @@ class QuantisedMatrix(eqx.Module):
         """``W @ x`` is ``W(x)``, so that a layer computing ``weight @ x`` takes either."""
         return self(x)
 
+    @property
+    def T(self) -> _Transposed:
+        """``Wᵀ``, for ``x @ W.T`` with tokens in rows (a read-out by the token table)."""
+        return _Transposed(self)
+
     def __call__(self, x: Float[Array, " D_in"]) -> Float[Array, ...]:
         """``W x``: the product with one vector, of shape ``self.shape[:-1]``.
 
@@ -207,6 +213,22 @@ class QuantisedMatrix(eqx.Module):
         if self.vector_format == "Q8_0":
             x = quantised_vector(x)
         return self.dequantised() @ x
+
+
+class _Transposed:
+    """``Wᵀ`` of one (D_out, D_in) matrix in blocks: ``x @ Wᵀ`` is ``W x`` for each row x."""
+
+    def __init__(self, matrix: QuantisedMatrix):
+        self.matrix = matrix
+
+    def __rmatmul__(self, x: Float[Array, "... D_in"]) -> Float[Array, "... D_out"]:
+        return jnp.vectorize(self.matrix, signature="(d)->(v)")(x)
+
+
+def holds_blocks(tree) -> bool:
+    """Whether any leaf of ``tree`` (a model, say) is a :class:`QuantisedMatrix`."""
+    is_matrix = lambda x: isinstance(x, QuantisedMatrix)  # noqa: E731
+    return any(is_matrix(x) for x in jax.tree.leaves(tree, is_leaf=is_matrix))
 
 
 def quantised_vector(x: Float[Array, " D_in"]) -> Float[Array, " D_in"]:

@@ -7,7 +7,8 @@ once, and the product of the predictions is the probability of the whole window.
 
 Generation appends one sampled symbol at a time (:mod:`.generation`): the model keeps every
 block's keys and values in a preallocated cache (:meth:`LanguageModel.extend`), so each new
-symbol costs one token's work.
+symbol costs one token's work. Its matrices may be kept in GGUF's block formats for generation
+(:func:`.quantised.quantise_model`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from ..block import BlockConfig, TransformerBlock
 from ..config import ModelConfig, register_model, short_repr
 from ..normalisation import LayerNorm, RMSNorm
 from ..positions import PositionEmbedding
-from ..quantisation import QuantisedMatrix, quantise, with_vector_format
 from ..tokenisers import DiscreteTokeniser
 
 __all__ = ["LMConfig", "LanguageModel", "SHAKESPEARE_BLOCK", "SHAKESPEARE_CONFIG"]
@@ -168,10 +168,7 @@ class LanguageModel(eqx.Module):
         """
         x = self.final_norm(x)
         if self.unembedding is None:
-            table = self.tokeniser.table
-            if isinstance(table, QuantisedMatrix):  # the table in blocks: W x, token by token
-                return jnp.vectorize(table, signature="(d)->(v)")(x)
-            return x @ table.T
+            return x @ self.tokeniser.table.T  # a table in blocks multiplies so too
         return x @ self.unembedding.weight.T + self.unembedding.bias
 
     def __call__(
@@ -219,8 +216,8 @@ class LanguageModel(eqx.Module):
         stacked arrays (and ``per_block``) stacks them along a leading axis; otherwise a Python
         loop, which XLA unrolls, returns them as a tuple (``per_block`` is then a sequence).
         Matrices kept in blocks are not sliced by the scan: step m reads matrix m in the stack
-        (:meth:`~transformer_intro.quantisation.QuantisedMatrix.of_layer`), where a slice would
-        be copied before every product.
+        (their ``of_layer(m)``, :meth:`~transformer_intro.quantisation.QuantisedMatrix.of_layer`),
+        where a slice would be copied before every product.
         """
         if self.config.scan_blocks:
             matrices, others = eqx.partition(self.blocks, _is_matrix, is_leaf=_is_matrix)
@@ -256,91 +253,6 @@ class LanguageModel(eqx.Module):
             LanguageModel, self.config.replace(scan_blocks=True), key=jax.random.PRNGKey(0)
         )
         return jax.tree.unflatten(jax.tree.structure(skeleton), jax.tree.leaves(with_blocks))
-
-    # -- weights kept in blocks ---------------------------------------------------------------
-
-    def quantised(self, format: str = "Q8_0", vector_format: str | None = None) -> LanguageModel:
-        """This model with its matrices kept in a GGUF block format, for generation.
-
-        Every attention projection, every MLP matrix and a tied token table become
-        :class:`~transformer_intro.quantisation.QuantisedMatrix` (blocks of 32 along each
-        matrix's input axis, :func:`~transformer_intro.quantisation.quantise`); the output
-        projections are kept as one matrix W_O = [O_1 ... O_H], (D, H Dv), as the files store
-        them. Norms, biases, positions and an untied read-out stay float32. The model generates
-        (:meth:`extend`, so :mod:`.generation`) with the blocks unpacked inside each product;
-        :meth:`dequantised` is the float model it computes. With ``vector_format="Q8_0"`` each
-        matrix rounds the vectors it multiplies to Q8_0 blocks first, as llama.cpp does (about
-        twice as fast on a CPU; :func:`~transformer_intro.quantisation.with_vector_format`).
-
-        Raises:
-            ValueError: if a matrix's input width is not a multiple of 32, or the attention has
-                no output projections.
-        """
-        if self.blocks_are_quantised():
-            raise ValueError("the model is quantised already")
-
-        def quantised_block(block: TransformerBlock) -> TransformerBlock:
-            a = block.attention
-            if a.output_projections is None:
-                raise ValueError("quantised attention needs output projections (value_dim)")
-            out = a.output_projections  # (..., H, D, Dv) -> W_O, (..., D, H Dv)
-            w_o = jnp.swapaxes(out, -3, -2).reshape(*out.shape[:-3], out.shape[-2], -1)
-            projections = (a.query_projections, a.key_projections, a.value_projections)
-            block = eqx.tree_at(
-                lambda b: (
-                    b.attention.query_projections,
-                    b.attention.key_projections,
-                    b.attention.value_projections,
-                    b.attention.output_projections,
-                ),
-                block,
-                (*(quantise(w, format) for w in projections), quantise(w_o, format)),
-            )
-            linears = _linears(block.mlp)
-            return eqx.tree_at(
-                lambda b: [layer.weight for layer in _linears(b.mlp)],
-                block,
-                [quantise(layer.weight, format) for layer in linears],
-            )
-
-        if self.config.scan_blocks:  # one block whose arrays are stacked: quantised as they are
-            blocks = quantised_block(self.blocks)
-        else:
-            blocks = tuple(quantised_block(b) for b in self.blocks)
-        model = eqx.tree_at(lambda m: m.blocks, self, blocks)
-        if self.unembedding is None:
-            table = quantise(self.tokeniser.table, format)
-            model = eqx.tree_at(lambda m: m.tokeniser.table, model, table)
-        return with_vector_format(model, vector_format)
-
-    def blocks_are_quantised(self) -> bool:
-        """Whether any of the model's arrays is kept in blocks (:meth:`quantised`)."""
-        return any(_is_matrix(x) for x in jax.tree.leaves(self, is_leaf=_is_matrix))
-
-    def dequantised(self) -> LanguageModel:
-        """The float32 model that a :meth:`quantised` one computes.
-
-        Every block is turned back into weights, the output projections into their (H, D, Dv)
-        layout.
-        """
-
-        def float_block(block: TransformerBlock) -> TransformerBlock:
-            w_o = block.attention.output_projections
-            if not isinstance(w_o, QuantisedMatrix):
-                return block
-            h = block.attention.num_heads
-            matrix = w_o.dequantised()  # (..., D, H Dv) -> (..., H, D, Dv)
-            out = jnp.swapaxes(matrix.reshape(*matrix.shape[:-1], h, -1), -3, -2)
-            return eqx.tree_at(lambda b: b.attention.output_projections, block, out)
-
-        if self.config.scan_blocks:
-            blocks = float_block(self.blocks)
-        else:
-            blocks = tuple(float_block(b) for b in self.blocks)
-        model = eqx.tree_at(lambda m: m.blocks, self, blocks)
-        return jax.tree.map(
-            lambda x: x.dequantised() if _is_matrix(x) else x, model, is_leaf=_is_matrix
-        )
 
     # -- generation with a key-value cache -------------------------------------------------------
 
@@ -386,16 +298,8 @@ class LanguageModel(eqx.Module):
 
 
 def _is_matrix(x) -> bool:
-    return isinstance(x, QuantisedMatrix)
-
-
-def _is_linear(x) -> bool:
-    return isinstance(x, eqx.nn.Linear)
-
-
-def _linears(mlp) -> list[eqx.nn.Linear]:
-    """The linear layers of an MLP, in order."""
-    return [x for x in jax.tree.leaves(mlp, is_leaf=_is_linear) if _is_linear(x)]
+    """A stack of matrices that gives matrix m without a copy (one kept in blocks)."""
+    return hasattr(x, "of_layer")
 
 
 # The chapter's model (trained with `tasks.SHAKESPEARE_RECIPE`; benchmarks/lm_time_to_loss.py

@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 from ..models.language_model import LanguageModel, LMConfig
+from ..models.quantised import with_quantised_attention
 from ..positions import half_to_interleaved
 from ..quantisation import (
     FORMATS,
@@ -387,11 +388,11 @@ def quantised_model_from_gguf(
 ) -> LanguageModel:
     """A Llama-architecture GGUF file as a :class:`LanguageModel` whose matrices stay in blocks.
 
-    The model is the one :meth:`LanguageModel.quantised` makes (its :meth:`~LanguageModel.
-    dequantised` equals the float model that :func:`read_gguf` gives, bit for bit), built
+    The model is the one :func:`~..models.quantised.quantise_model` makes (its
+    ``dequantise_model`` equals the float model that :func:`read_gguf` gives, bit for bit), built
     without ever holding the float32 matrices: Q8_0 and Q4_1 tensors keep the file's blocks,
     tensors of other types are quantised to ``format``. Norms stay float32. ``vector_format``
-    is :meth:`LanguageModel.quantised`'s. With ``scan_blocks`` the M blocks' matrices of each
+    is ``quantise_model``'s. With ``scan_blocks`` the M blocks' matrices of each
     kind are stacked as they are read (``LMConfig.scan_blocks``): XLA then compiles one block,
     and each step of the scan reads its matrices in the stack.
 
@@ -495,4 +496,4 @@ def quantised_model_from_gguf(
     tensors.pop("output.weight", None)  # a tied model's read-out, when stored, is the table
     if tensors:
         raise ValueError(f"tensors of the file the model does not use: {sorted(tensors)}")
-    return with_vector_format(fill(model, norms), vector_format)
+    return with_vector_format(with_quantised_attention(fill(model, norms)), vector_format)

@@ -24,6 +24,7 @@ from jaxtyping import PRNGKeyArray
 from ..models.generation import generate_ids
 from ..models.kv_cache import Conversation
 from ..models.language_model import LanguageModel, LMConfig
+from ..models.quantised import quantise_model
 from .gguf import (
     config_from_gguf,
     hf_tensors_from_gguf,
@@ -268,11 +269,11 @@ def load_smollm2(
         path: a GGUF file, a folder holding one, or a Hugging Face folder with
             ``model.safetensors`` and ``tokenizer.json``; by default the file that
             :func:`find_smollm2` finds.
-        quantised: keep the matrices in blocks (:meth:`LanguageModel.quantised`): a GGUF
+        quantised: keep the matrices in blocks (:func:`~..models.quantised.quantise_model`): a GGUF
             file's own blocks (:func:`~.gguf.quantised_model_from_gguf`), never held as float32;
             a Hugging Face folder's weights quantised to Q8_0. By default, float32.
         vector_format: with ``quantised``, ``"Q8_0"`` rounds the vectors that the matrices
-            multiply to Q8_0 blocks first, as llama.cpp does (:meth:`LanguageModel.quantised`).
+            multiply to Q8_0 blocks first, as llama.cpp does (``quantise_model``'s).
         scan_blocks: the 30 blocks stacked and run by one ``lax.scan`` (``LMConfig.scan_blocks``):
             XLA compiles one block instead of 30, which takes less time and memory. In blocks,
             the GGUF file's matrices are stacked as they are read.
@@ -292,7 +293,7 @@ def load_smollm2(
         return model, tokeniser
     if quantised:
         model, tokeniser = load_smollm2(found, scan_blocks=scan_blocks)
-        return model.quantised("Q8_0", vector_format), tokeniser
+        return quantise_model(model, "Q8_0", vector_format), tokeniser
     if found.is_file():
         tensors, metadata = read_gguf(found)
         config = config_from_gguf(metadata)

@@ -32,6 +32,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..datasets.shakespeare import VALIDATION_PLAYS, load_play
+from ..quantisation import holds_blocks
 from ..xla_flags import optimised_jit
 
 __all__ = [
@@ -190,10 +191,10 @@ def language_model_logits(model, inputs: Int[Array, "B N"]) -> Float[Array, "B N
     """Next-token logits of a batch of windows from a :class:`LanguageModel`.
 
     A float model runs ``model.batched``; a model whose matrices are kept in blocks
-    (``model.quantised``, or ``load_smollm2(quantised=True)``) runs each window through
+    (``quantise_model(model)``, or ``load_smollm2(quantised=True)``) runs each window through
     ``model.extend`` with an empty key-value cache, the path its products support.
     """
-    if hasattr(model, "blocks_are_quantised") and model.blocks_are_quantised():
+    if holds_blocks(model):
         window = inputs.shape[1]
         rows = [model.extend(row, model.empty_cache(window), 0)[0] for row in inputs]
         return jnp.stack(rows)
