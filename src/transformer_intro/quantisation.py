@@ -225,10 +225,13 @@ class _Transposed:
         return jnp.vectorize(self.matrix, signature="(d)->(v)")(x)
 
 
+def _is_matrix(x) -> bool:
+    return isinstance(x, QuantisedMatrix)
+
+
 def holds_blocks(tree) -> bool:
     """Whether any leaf of ``tree`` (a model, say) is a :class:`QuantisedMatrix`."""
-    is_matrix = lambda x: isinstance(x, QuantisedMatrix)  # noqa: E731
-    return any(is_matrix(x) for x in jax.tree.leaves(tree, is_leaf=is_matrix))
+    return any(_is_matrix(x) for x in jax.tree.leaves(tree, is_leaf=_is_matrix))
 
 
 def quantised_vector(x: Float[Array, " D_in"]) -> Float[Array, " D_in"]:
@@ -256,8 +259,7 @@ def with_vector_format(tree, vector_format: str | None):
             return leaf
         return dataclasses.replace(leaf, vector_format=vector_format)
 
-    is_matrix = lambda x: isinstance(x, QuantisedMatrix)  # noqa: E731
-    return jax.tree.map(convert, tree, is_leaf=is_matrix)
+    return jax.tree.map(convert, tree, is_leaf=_is_matrix)
 
 
 # -- making blocks ---------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ __all__ = [
 
 
 class QuantisedSelfAttention(MultiHeadSelfAttention):
-    """Self-attention whose projections are in blocks (:class:`~..quantisation.QuantisedMatrix`).
+    """Self-attention whose projections are in blocks (:class:`QuantisedMatrix`).
 
     Its fields are those of :class:`~transformer_intro.attention.MultiHeadAttention`: the query,
     key and value projections stand for (H, K, D) arrays, and ``output_projections`` for ``W_O``,
@@ -96,8 +96,9 @@ def _each_block(model: LanguageModel, change) -> LanguageModel:
 def with_quantised_attention(model: LanguageModel) -> LanguageModel:
     """The model with every block's attention a :class:`QuantisedSelfAttention`.
 
-    For a model whose matrices were put in blocks directly (``read_gguf_blocks`` does, from a
-    file's bytes); :func:`quantise_model` calls it.
+    For a model whose matrices were put in blocks directly
+    (:func:`~transformer_intro.pretrained.gguf.quantised_model_from_gguf` does, from a file's
+    bytes); :func:`quantise_model` calls it.
     """
 
     def recast(block: TransformerBlock) -> TransformerBlock:

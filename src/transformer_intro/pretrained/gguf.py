@@ -388,7 +388,7 @@ def quantised_model_from_gguf(
 ) -> LanguageModel:
     """A Llama-architecture GGUF file as a :class:`LanguageModel` whose matrices stay in blocks.
 
-    The model is the one :func:`~..models.quantised.quantise_model` makes (its
+    The model is the one ``models.quantised.quantise_model`` makes (its
     ``dequantise_model`` equals the float model that :func:`read_gguf` gives, bit for bit), built
     without ever holding the float32 matrices: Q8_0 and Q4_1 tensors keep the file's blocks,
     tensors of other types are quantised to ``format``. Norms stay float32. ``vector_format``

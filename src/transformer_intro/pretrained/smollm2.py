@@ -269,7 +269,7 @@ def load_smollm2(
         path: a GGUF file, a folder holding one, or a Hugging Face folder with
             ``model.safetensors`` and ``tokenizer.json``; by default the file that
             :func:`find_smollm2` finds.
-        quantised: keep the matrices in blocks (:func:`~..models.quantised.quantise_model`): a GGUF
+        quantised: keep the matrices in blocks (``models.quantised.quantise_model``): a GGUF
             file's own blocks (:func:`~.gguf.quantised_model_from_gguf`), never held as float32;
             a Hugging Face folder's weights quantised to Q8_0. By default, float32.
         vector_format: with ``quantised``, ``"Q8_0"`` rounds the vectors that the matrices
