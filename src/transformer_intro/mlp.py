@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 __all__ = ["GatedMLP", "MLP"]
@@ -138,10 +139,18 @@ class GatedMLP(eqx.Module):
         return self.down(self.activation(self.gate(x)) * self.up(x))
 
     def batched(self, x: Float[ArrayLike, "... D"]) -> Float[Array, "... Dout"]:
-        """The same layer on any leading batch shape, as plain matrix products."""
+        """The same layer on any leading batch shape, as three (tokens, width) matrix products.
+
+        The leading axes are flattened first: on a CPU, XLA's gradient of the products on a
+        (B, N, D) array measured 1.4 times slower than ``jax.vmap`` of :meth:`__call__`, and on
+        the flattened tokens 0.85 times its time (benchmarks/batched_paths.py).
+        """
+        x = jnp.asarray(x)
+        tokens = x.reshape(-1, x.shape[-1])
 
         def linear(layer, h):
             out = h @ layer.weight.T
             return out if layer.bias is None else out + layer.bias
 
-        return linear(self.down, self.activation(linear(self.gate, x)) * linear(self.up, x))
+        y = linear(self.down, self.activation(linear(self.gate, tokens)) * linear(self.up, tokens))
+        return y.reshape(*x.shape[:-1], y.shape[-1])

@@ -7,11 +7,13 @@ wide. The browser then gives the box of each label's ink and of each rectangle a
 
 A label's box is the smallest rectangle or circle of the figure that holds the label's anchor
 point. Every label must lie inside its box with a gap of at least 0.45 of a line of its text on
-every side (a label on its box's edge, or on a frame's line, fails), and must not cross any
-other box but those around its own (a frame's label may not touch the boxes in the frame). A
-label outside every box must cross none. ``test_detector_*`` shows that the check fails on the
-figure the book had before (one label ran past its box, one touched its box's edge, one sat on
-its frame's top line) and on a label made too long for its box.
+every side (a label on its box's edge, or on a frame's line, fails), each line of its ink at
+least 7 px high, and must not cross any other box but those around its own (a frame's label may
+not touch the boxes in the frame). A label outside every box must cross none.
+``test_detector_*`` shows that the check fails on the figure the book had before (one label ran
+past its box, one touched its box's edge, one sat on its frame's top line), on a label made too
+long for its box, and on the figure shrunk to a 400-px screen's column (labels 4.4 px a line,
+where the book shows them 8.9 px at both widths).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ WIDTHS = (1280, 400)
 # were 0.36 and 0.38 lines from the frame's top line, today's labels 0.50 and more). The "+" of a
 # residual circle needs only to sit clear of the circle's box.
 GAP = {"rectangle": 0.45, "circle": 0.25}
+# The least height of a line of a label's ink, in CSS px, at either width: the caption's text is
+# about 14 px a line; shrunk to the 400-px column the figure's labels were 4 px, unreadable
+# (the figure now keeps its 1280-px width there, tests/browser/test_wide_figures.py).
+LEAST_LINE_PX = 7.0
 
 # The figure before this check (commit d69a6cc): the three labels the reader's review found.
 OLD_FIGURE_CHANGES = {
@@ -167,10 +173,23 @@ def drawn(source: str, extra: str = "") -> tuple[str, dict]:
     return buffer.getvalue(), layout
 
 
+def smallest_line(boxes: dict, layout: dict) -> float:
+    """The least height of one line of a label's ink, in CSS px."""
+    return min(
+        (boxes[label][3] - boxes[label][1]) / lines
+        for label, lines in layout["lines"].items()
+        # a label in a rectangle: a residual circle's "+" is less than a line high
+        if layout[label][0] is not None and layout["kinds"][layout[label][0]] == "rectangle"
+    )
+
+
 def problems(boxes: dict, layout: dict) -> list[str]:
-    """What is wrong with the labels' places, measured in the browser (``boxes``, CSS px)."""
+    """What is wrong with the labels' places and sizes, measured in the browser (CSS px)."""
     found = []
     lines, kinds = layout["lines"], layout["kinds"]
+    least_line = smallest_line(boxes, layout)
+    if least_line < LEAST_LINE_PX:
+        found.append(f"a label's line is {least_line:.1f} px high (at least {LEAST_LINE_PX})")
     shapes = {name: b for name, b in boxes.items() if name.startswith("shape-")}
 
     def crosses(a, b):
@@ -241,7 +260,7 @@ PAGE_FOR_DETECTOR = """<!doctype html><html><body><main style="width: {width}px"
 </main></body></html>"""
 
 
-def _detector_page(tmp_path, width):
+def _detector_page(tmp_path, width, page="page.html"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -250,18 +269,25 @@ def _detector_page(tmp_path, width):
     fig = plt.figure(figsize=(9.8, 6.4), dpi=100)
     fig.savefig(tmp_path / "figure.png")
     plt.close(fig)
-    (tmp_path / "page.html").write_text(PAGE_FOR_DETECTOR.format(width=width, name=FIGURE))
+    (tmp_path / page).write_text(PAGE_FOR_DETECTOR.format(width=width, name=FIGURE))
 
 
 @pytest.mark.browser
-def test_detector_fails_on_the_old_figure_and_on_a_label_too_long(driver, serve_dir, tmp_path):
+def test_detector_fails_on_the_old_figure_a_label_too_long_and_the_figure_shrunk(
+    driver, serve_dir, tmp_path
+):
     _detector_page(tmp_path, 700)
     old_svg, old_layout = drawn(figure_source(OLD_FIGURE_CHANGES))
     long_svg, long_layout = drawn(
         figure_source(), 'box(ax, 2, 7.6, "a label far too long for the box it is in", width=1.5)'
     )
     new_svg, new_layout = chapter_figure()
+    # Today's figure shrunk to a 400-px screen's column, as it was before the wide-figure rule.
+    _detector_page(tmp_path, 337, "shrunk.html")
     with serve_dir(tmp_path) as server:
+        shrunk = problems(
+            measure(driver, server.url + "shrunk.html", 400, new_svg)["boxes"], new_layout
+        )
         old = problems(
             measure(driver, server.url + "page.html", 1280, old_svg)["boxes"], old_layout
         )
@@ -274,3 +300,4 @@ def test_detector_fails_on_the_old_figure_and_on_a_label_too_long(driver, serve_
     assert len(old) >= 3, old  # the three labels of the review
     assert long, long
     assert new == [], new  # control: today's figure on the same page passes
+    assert any("px high" in p for p in shrunk), shrunk
