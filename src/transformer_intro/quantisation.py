@@ -428,8 +428,7 @@ def _native_product(matrix: QuantisedMatrix, x: Float[Array, " D_in"]) -> Float[
     """``W x`` by the C++ kernel; under ``jax.vmap`` over x, one call for all the vectors."""
     result = jax.ShapeDtypeStruct(matrix.shape[:-1], jnp.float32)
     per_block = [a for a in (matrix.scales, matrix.minima) if a is not None]
-    as_bits = [jax.lax.bitcast_convert_type(a, jnp.uint16) for a in per_block]
     target = _TARGETS[matrix.format, matrix.vector_format][1]
     call = jax.ffi.ffi_call(target, result, vmap_method="expand_dims")
     layer = jnp.int32(0) if matrix.layer is None else matrix.layer
-    return call(x, layer, matrix.codes, *as_bits)
+    return call(x, layer, matrix.codes, *per_block)

@@ -301,7 +301,7 @@ void MatMulQuantisedVectors(const Blocks& weights, const float* x, int64_t n, in
 bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& layer, const ffi::AnyBuffer& codes,
            int64_t codes_per_byte, const ffi::AnyBuffer& scales, int64_t y_count, int64_t& n,
            int64_t& in, int64_t& rows, int64_t& index) {
-  if (x.element_type() != ffi::DataType::F32 || scales.element_type() != ffi::DataType::U16 ||
+  if (x.element_type() != ffi::DataType::F32 || scales.element_type() != ffi::DataType::F16 ||
       layer.element_type() != ffi::DataType::S32 || layer.element_count() != 1) {
     return false;
   }
@@ -358,7 +358,7 @@ template <bool kQuantisedVectors>
 ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes,
                     ffi::AnyBuffer scales, ffi::AnyBuffer minima, ffi::Result<ffi::AnyBuffer> y) {
   int64_t n, in, rows, index;
-  if (codes.element_type() != ffi::DataType::U8 || minima.element_type() != ffi::DataType::U16 ||
+  if (codes.element_type() != ffi::DataType::U8 || minima.element_type() != ffi::DataType::F16 ||
       minima.element_count() != scales.element_count() ||
       !Sizes(x, layer, codes, 2, scales, static_cast<int64_t>(y->element_count()), n, in, rows,
              index)) {
