@@ -190,10 +190,7 @@ def merge_into(out: Path, results: dict) -> None:
         kept = [row for row in merged["runs"] if (row["run"], row["seed"]) not in new]
         merged.update({k: v for k, v in results.items() if k != "runs"})
         merged["runs"] = kept + results["runs"]
-        temporary = out.with_suffix(".tmp")
-        temporary.write_text(json.dumps(merged, indent=1) + "\n")
-        json.loads(temporary.read_text())
-        temporary.replace(out)
+        write_atomically(out, json.dumps(merged, indent=1) + "\n")
 
 
 if __name__ == "__main__":

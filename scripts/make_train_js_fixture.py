@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import jax
@@ -42,6 +40,7 @@ import numpy as np  # noqa: E402
 from transformer_intro.block import BlockConfig  # noqa: E402
 from transformer_intro.datasets.shakespeare import load_play  # noqa: E402
 from transformer_intro.export import _tensors  # noqa: E402
+from transformer_intro.files import write_atomically  # noqa: E402
 from transformer_intro.models.language_model import LanguageModel, LMConfig  # noqa: E402
 from transformer_intro.tasks import NextSymbolPrediction, random_windows  # noqa: E402
 from transformer_intro.training.recipe import Recipe  # noqa: E402
@@ -224,10 +223,7 @@ def main() -> None:
         return
     data = json.dumps(fixture(), indent=1) + "\n"
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=FIXTURE.parent, delete=False, suffix=".tmp") as f:
-        f.write(data)
-    json.loads(Path(f.name).read_text())  # verified before it replaces the old file
-    os.replace(f.name, FIXTURE)
+    write_atomically(FIXTURE, data)
     print(f"wrote {FIXTURE.relative_to(REPO)} ({FIXTURE.stat().st_size:,} bytes)")
 
 

@@ -16,13 +16,12 @@ import traceback
 import jax
 import jax.numpy as jnp
 import jaxtyping
-from factories import tiny_lm, tiny_vit
+from factories import tiny_encoder_decoder, tiny_lm, tiny_vit, vit_block
 
 from transformer_intro import EncoderDecoder, LanguageModel, VisionTransformer
 from transformer_intro.adapters import LoRALanguageModel
 from transformer_intro.attention import causal_mask
-from transformer_intro.block import BlockConfig, TransformerBlock
-from transformer_intro.models import EncoderDecoderConfig
+from transformer_intro.block import TransformerBlock
 from transformer_intro.models.generation import cached_logits, generate, generate_ids
 from transformer_intro.pretrained.smollm2 import smollm2_config
 
@@ -44,7 +43,7 @@ def calls():
     yield "VisionTransformer.__call__", lambda: vit(images[0])
     yield "VisionTransformer.batched", lambda: vit.batched(images)
 
-    block = TransformerBlock(BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32), key=KEY)
+    block = TransformerBlock(vit_block(), key=KEY)
     x = jnp.ones((3, 5, 16))
     yield "TransformerBlock.__call__", lambda: block(x[0], causal_mask(5))
     yield "TransformerBlock.batched", lambda: block.batched(x, causal_mask(5))
@@ -67,19 +66,10 @@ def calls():
     lora = LoRALanguageModel(LanguageModel(TINY_LM, key=KEY), 2, key=KEY)
     yield "LoRALanguageModel.__call__", lambda: lora(symbols)
 
-    model = EncoderDecoder(
-        EncoderDecoderConfig(
-            13,
-            9,
-            max_source_length=7,
-            max_target_length=6,
-            encoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=24),
-            decoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=24),
-            encoder_layers=1,
-            decoder_layers=1,
-        ),
-        key=KEY,
+    config = tiny_encoder_decoder(
+        13, 9, 7, 6, block=vit_block(mlp_hidden_dim=24), encoder_layers=1, decoder_layers=1
     )
+    model = EncoderDecoder(config, key=KEY)
     sources = jnp.array([[3, 4, 5, 0, 0, 0, 0], [6, 7, 8, 9, 10, 0, 0]], jnp.int32)
     targets = jnp.array([[1, 2, 3, 4], [1, 5, 6, 7]], jnp.int32)
     yield "EncoderDecoder.__call__", lambda: model(sources[0], targets[0])

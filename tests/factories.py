@@ -45,7 +45,8 @@ def tiny_lm(
 def tiny_vit(num_blocks: int = 1, *, block: BlockConfig | None = None, **options) -> ViTConfig:
     """A ViT of 8 x 8 images in four 4 x 4 patches, width 16, two heads, an MLP of 32."""
     block = vit_block() if block is None else block
-    return ViTConfig(image_size=8, patch_size=4, block=block, num_blocks=num_blocks, **options)
+    fields = dict(image_size=8, patch_size=4) | options
+    return ViTConfig(block=block, num_blocks=num_blocks, **fields)
 
 
 def tiny_encoder_decoder(

@@ -21,7 +21,14 @@ from transformer_intro.attention import (
     padding_mask,
 )
 from transformer_intro.tasks import ImageClassification, NextSymbolPrediction, SequenceToSequence
-from transformer_intro.training import History, Recipe, fit, load_checkpoint, save_checkpoint
+from transformer_intro.training import (
+    Every,
+    History,
+    Recipe,
+    fit,
+    load_checkpoint,
+    save_checkpoint,
+)
 from transformer_intro.training.checkpoints import CheckpointError
 from transformer_intro.training.loop import NonFiniteLoss
 
@@ -170,6 +177,29 @@ def test_resuming_another_model_class_names_both(tmp_path):
     task = ImageClassification((images, np.zeros(4, int)))
     with pytest.raises(CheckpointError, match="holds a LanguageModel, not a VisionTransformer"):
         fit(vit, task, RECIPE, checkpoint_path=path, resume=True, progress=False)
+
+
+def test_resuming_without_a_checkpoint_path_says_to_pass_one(tmp_path):
+    task = NextSymbolPrediction(symbols(), window=8)
+    with pytest.raises(ValueError, match="resume=True has no checkpoint .* pass checkpoint_path"):
+        fit(tiny_lm(), task, RECIPE, resume=True, progress=False)
+    # The control: with a path, the same call resumes from the checkpoint there (at step 4).
+    path = resumable(tmp_path / "run.eqx", tiny_lm())
+    _, history = fit(tiny_lm(), task, RECIPE, checkpoint_path=path, resume=True, progress=False)
+    assert history.step[:2] == [4, 6]
+
+
+# -- callbacks -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps", [0, -3, 2.5, True])
+@pytest.mark.unchecked  # the package's own error, for input its annotations exclude
+def test_every_with_a_period_below_one_step_names_the_value_and_the_fix(steps):
+    with pytest.raises(
+        ValueError, match=rf"Every's steps must be a whole number >= 1, got {steps}"
+    ):
+        Every(steps, lambda step, model, history: None)
+    assert Every(np.int64(3), print).steps == 3  # the control: a NumPy integer is a whole number
 
 
 # -- Recipe --------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ the package, with no edit to training.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 
@@ -253,36 +252,18 @@ def test_every_model_takes_every_block_option(name):
         assert type(block.mlp).__name__ == "GatedMLP" and type(block.mlp_norm).__name__ == "RMSNorm"
 
 
-# -- where the helpers live ----------------------------------------------------------------------
+# -- small helpers --------------------------------------------------------------------------------
 
 
-def test_count_parameters_lives_in_one_place_and_keeps_its_old_import_paths():
+def test_count_parameters_counts_every_weight_and_bias():
     from transformer_intro import count_parameters
-    from transformer_intro.models import count_parameters as from_models
-    from transformer_intro.models.vit import count_parameters as from_vit
-    from transformer_intro.parameters import count_parameters as home
-    from transformer_intro.pretrained import count_parameters as from_pretrained
 
-    assert count_parameters is from_models is from_vit is from_pretrained is home
-    assert home.__module__ == "transformer_intro.parameters"
-    assert home(MLP(4, 8, key=jax.random.PRNGKey(0))) == 4 * 8 + 8 + 8 * 4 + 4
+    assert count_parameters(MLP(4, 8, key=jax.random.PRNGKey(0))) == 4 * 8 + 8 + 8 * 4 + 4
 
 
-def test_generation_helpers_are_importable_but_not_the_generation_modules_public_names():
-    from transformer_intro.models import generation
-    from transformer_intro.models.generation import cached_logits, time_generation
-
-    assert callable(cached_logits) and callable(time_generation)
-    assert not {"cached_logits", "time_generation"} & set(generation.__all__)
-
-
-def test_the_multi_process_demos_model_and_data_live_below_training():
+def test_synthetic_digits_are_uint8_images_with_int32_labels_and_a_seed_repeats_them():
     from transformer_intro.datasets.synthetic import synthetic_digits
-    from transformer_intro.models import CONFIGS, SMALL_VIT
 
-    assert SMALL_VIT is CONFIGS["small"]
-    with pytest.raises(ModuleNotFoundError):
-        importlib.import_module("transformer_intro.training.distributed")
     images, labels = synthetic_digits(5, seed=1)
     assert images.shape == (5, 28, 28) and images.dtype == np.uint8 and labels.dtype == np.int32
     assert np.array_equal(images, synthetic_digits(5, seed=1)[0])

@@ -8,10 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import tiny_encoder_decoder, vit_block
 
-from transformer_intro.block import BlockConfig
 from transformer_intro.datasets import dates
-from transformer_intro.models import EncoderDecoderConfig
 from transformer_intro.models.encoder_decoder import DecoderLayer, EncoderDecoder
 from transformer_intro.tasks import SequenceToSequence
 
@@ -29,19 +28,16 @@ ISOS = ["2019-04-22", "2019-04-22", "1901-05-03", "2019-04-22"]
 
 
 def small_model(max_source_length=dates.MAX_SOURCE_LENGTH + 8, seed=0):
-    return EncoderDecoder(
-        EncoderDecoderConfig(
-            len(dates.SOURCE_VOCABULARY),
-            len(dates.TARGET_VOCABULARY),
-            max_source_length=max_source_length,
-            max_target_length=dates.TARGET_LENGTH + 2,
-            encoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=24),
-            decoder=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=24),
-            encoder_layers=2,
-            decoder_layers=2,
-        ),
-        key=jax.random.PRNGKey(seed),
+    config = tiny_encoder_decoder(
+        len(dates.SOURCE_VOCABULARY),
+        len(dates.TARGET_VOCABULARY),
+        max_source_length,
+        dates.TARGET_LENGTH + 2,
+        block=vit_block(mlp_hidden_dim=24),
+        encoder_layers=2,
+        decoder_layers=2,
     )
+    return EncoderDecoder(config, key=jax.random.PRNGKey(seed))
 
 
 def unmasked(model):
@@ -139,9 +135,7 @@ def test_decoder_is_causal_in_its_own_outputs(model, batch):
 
 def test_a_decoder_layer_without_the_causal_mask_is_not_causal():
     # Negative control for the test above: the same check catches bidirectional self-attention.
-    layer = DecoderLayer(
-        BlockConfig(dim=8, num_heads=2, mlp_hidden_dim=16), key=jax.random.PRNGKey(3)
-    )
+    layer = DecoderLayer(vit_block(dim=8, mlp_hidden_dim=16), key=jax.random.PRNGKey(3))
     y = jax.random.normal(jax.random.PRNGKey(4), (6, 8))
     memory = jax.random.normal(jax.random.PRNGKey(5), (5, 8))
     real = jnp.ones(5, dtype=bool)

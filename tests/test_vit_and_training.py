@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from factories import tiny_vit, vit_block
 
 from transformer_intro import CONFIGS, VisionTransformer, ViTConfig, count_parameters
 from transformer_intro.activations import ACTIVATIONS
@@ -13,11 +14,7 @@ from transformer_intro.block import BlockConfig
 from transformer_intro.tasks import ImageClassification, random_shifts, shift_images
 from transformer_intro.training import Recipe, fit
 
-TINY = ViTConfig(
-    patch_size=7,
-    block=BlockConfig(dim=16, num_heads=2, mlp_hidden_dim=32, head_dim=8, value_dim=8),
-    num_blocks=2,
-)
+TINY = tiny_vit(2, block=vit_block(head_dim=8, value_dim=8), image_size=28, patch_size=7)
 
 
 def assert_close(a, b, tol=1e-5):

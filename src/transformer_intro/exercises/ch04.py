@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..mlp import MLP
-from ..models.vit import count_parameters
+from ..parameters import count_parameters
 from .core import Case, Diagnosis, Exercise, Property
 
 

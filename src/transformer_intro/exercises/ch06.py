@@ -9,8 +9,8 @@ import numpy as np
 from ..attention import MultiHeadAttention
 from ..block import BlockConfig, TransformerBlock
 from ..mlp import MLP
-from ..models.vit import count_parameters
 from ..normalisation import LayerNorm
+from ..parameters import count_parameters
 from .core import Case, Diagnosis, Exercise, Property
 
 

@@ -15,8 +15,6 @@ Training lives above the models, in :mod:`transformer_intro.tasks` and
 :mod:`transformer_intro.training`.
 """
 
-# count_parameters lives in transformer_intro.parameters; still importable from here.
-from ..parameters import count_parameters
 from .encoder_decoder import DecoderLayer, EncoderDecoder, EncoderDecoderConfig
 from .language_model import SHAKESPEARE_CONFIG, LanguageModel, LMConfig
 from .quantised import QuantisedSelfAttention, dequantise_model, quantise_model
@@ -34,7 +32,6 @@ __all__ = [
     "SMALL_VIT",
     "ViTConfig",
     "VisionTransformer",
-    "count_parameters",
     "dequantise_model",
     "get_config",
     "quantise_model",

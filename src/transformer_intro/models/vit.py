@@ -17,7 +17,6 @@ from ..block import BlockConfig, TransformerBlock
 from ..config import ModelConfig, register_model, short_repr
 from ..mlp import MLP
 from ..normalisation import LayerNorm, RMSNorm
-from ..parameters import count_parameters  # re-exported from here, its former home
 from ..positions import PositionEmbedding
 from ..tokenisers import PatchTokeniser, check_patch_size
 
@@ -26,7 +25,6 @@ __all__ = [
     "SMALL_VIT",
     "ViTConfig",
     "VisionTransformer",
-    "count_parameters",
     "get_config",
 ]
 

@@ -10,7 +10,7 @@ and loads SmolLM2's file, and ``tokeniser`` builds the byte-level tokenisers.
 """
 
 from ..models.generation import generate_ids
-from ..parameters import count_parameters
+from ..parameters import count_parameters  # chapter 15 imports it from here, with the model
 from .gguf import config_from_gguf, read_gguf, tokeniser_from_gguf
 from .gpt2 import GPT2_SMALL, gpt2_config, gpt2_from_state_dict, load_gpt2
 from .smollm2 import (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -113,10 +114,24 @@ def run_steps(model, opt_state, task, first_step, *, recipe: Recipe, count: int,
 
 @dataclasses.dataclass(frozen=True)
 class Every:
-    """A callback called every ``steps`` steps (``fit`` stops there): ``Every(100, fn)``."""
+    """A callback called every ``steps`` steps (``fit`` stops there): ``Every(100, fn)``.
+
+    Raises:
+        ValueError: if ``steps`` is not a whole number >= 1.
+    """
 
     steps: int
     callback: Callable
+
+    def __post_init__(self):
+        # A period of 0 would divide by zero at the first call; a negative one would put the
+        # next stop fit chooses behind the current step.
+        steps = self.steps
+        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+            raise ValueError(
+                f"Every's steps must be a whole number >= 1, got {steps!r}: pass the period in "
+                "steps, as Every(100, callback)"
+            )
 
     def __call__(self, step: int, model, history: History):
         """Call the callback when ``step`` is a multiple of ``steps``; return what it returns."""
@@ -164,9 +179,17 @@ def fit(
             saved before it.
         CheckpointError: when resuming from a file written for another model class,
             configuration or recipe (the message names the fields that differ).
+        ValueError: for ``resume=True`` without a ``checkpoint_path``, an ``eval_every`` below
+            1, or ``rules`` without a ``mesh``.
     """
     if eval_every is not None and eval_every < 1:
         raise ValueError(f"eval_every must be a positive number of steps, got {eval_every}")
+    if resume and checkpoint_path is None:
+        # Without the path there is nothing to resume from, and training would start afresh.
+        raise ValueError(
+            "resume=True has no checkpoint to resume from: pass checkpoint_path too, "
+            "fit(..., checkpoint_path=path, resume=True)"
+        )
     if rules is not None and mesh is None:
         raise ValueError("sharding rules need a mesh: fit(..., mesh=make_mesh(...), rules=...)")
     optimiser = recipe.optimiser()
