@@ -443,36 +443,37 @@ def quantised_model_from_gguf(
                 whole[m] = part
         return QuantisedMatrix(*(jax.device_put(part) for part in parts), format=one)
 
-    # each block's matrices: (the file's name, leading axes, rotary heads), in the order of
-    # `places`; W_O is kept (D, H Dv), as the file stores it, where the model holds O_1 ... O_H
+    stack = (blocks,) if scan_blocks else ()
+    # each block's matrices: the file's name, leading axes, rotary heads, where the model keeps
+    # it, and the shape it is kept in where that is not the float layer's: W_O stays (D, H Dv),
+    # as the file stores it, where the float layer holds O_1 ... O_H as (H, D, Dv)
     kinds = [
-        ("attn_q.weight", (h, k), h),
-        ("attn_k.weight", (g, k), g),
-        ("attn_v.weight", (g, k), None),
-        ("attn_output.weight", (d,), None),
-        ("ffn_gate.weight", (hidden,), None),
-        ("ffn_up.weight", (hidden,), None),
-        ("ffn_down.weight", (d,), None),
+        ("attn_q.weight", (h, k), h, lambda b: b.attention.query_projections, None),
+        ("attn_k.weight", (g, k), g, lambda b: b.attention.key_projections, None),
+        ("attn_v.weight", (g, k), None, lambda b: b.attention.value_projections, None),
+        ("attn_output.weight", (d,), None, lambda b: b.attention.output_projections, (d, h * k)),
+        ("ffn_gate.weight", (hidden,), None, lambda b: b.mlp.gate.weight, None),
+        ("ffn_up.weight", (hidden,), None, lambda b: b.mlp.up.weight, None),
+        ("ffn_down.weight", (d,), None, lambda b: b.mlp.down.weight, None),
     ]
 
-    def block_places(block):
-        a, mlp = block.attention, block.mlp
-        attention = [a.query_projections, a.key_projections, a.value_projections]
-        return attention + [a.output_projections, mlp.gate.weight, mlp.up.weight, mlp.down.weight]
+    def each_block(model):
+        return [model.blocks] if scan_blocks else list(model.blocks)
 
     def places(model):
-        if scan_blocks:
-            return [model.tokeniser.table, *block_places(model.blocks)]
-        return [model.tokeniser.table] + [w for b in model.blocks for w in block_places(b)]
+        return [model.tokeniser.table] + [
+            place(b) for b in each_block(model) for *_, place, _ in kinds
+        ]
 
     skeleton = eqx.filter_eval_shape(LanguageModel, config, key=jax.random.PRNGKey(0))
-    wants = [x.shape for x in places(skeleton)]
-    stack = (blocks,) if scan_blocks else ()
-    for i in range(1 + 3, len(wants), len(kinds)):  # W_O's places: after the table, q, k and v
-        wants[i] = (*stack, d, h * k)
+    wants = [skeleton.tokeniser.table.shape] + [
+        place(b).shape if kept is None else (*stack, *kept)
+        for b in each_block(skeleton)
+        for *_, place, kept in kinds
+    ]
     named = [("token_embd.weight", matrix("token_embd.weight", (config.vocab_size,)))]
     for m in range(1 if scan_blocks else blocks):
-        for kind, leading, heads in kinds:
+        for kind, leading, heads, *_ in kinds:
             if scan_blocks:
                 named.append((f"blk.*.{kind}", stacked(kind, leading, heads)))
             else:
