@@ -41,6 +41,7 @@ __all__ = [
     "bits",
     "evaluation_windows",
     "inputs_and_targets",
+    "pack_pairs",
     "prepare_images",
     "random_shifts",
     "random_windows",
@@ -611,13 +612,13 @@ class SupervisedPairs(eqx.Module):
         if not 0 <= pad_id < vocab_size:
             raise ValueError(f"pad_id {pad_id} is outside the vocabulary [0, {vocab_size})")
         self.window, self.vocab_size = window, vocab_size
-        self.inputs, self.targets, self.answer_mask = _pack_pairs(
+        self.inputs, self.targets, self.answer_mask = pack_pairs(
             "training", pairs, window, vocab_size, pad_id
         )
         self.test = (
             None
             if test_pairs is None
-            else _pack_pairs("test", test_pairs, window, vocab_size, pad_id)
+            else pack_pairs("test", test_pairs, window, vocab_size, pad_id)
         )
 
     def batch(self, key: PRNGKeyArray, batch_size: int) -> dict[str, Array]:
@@ -663,8 +664,11 @@ class SupervisedPairs(eqx.Module):
         return {"loss": float(loss), "accuracy": float(accuracy), "exact_match": float(exact)}
 
 
-def _pack_pairs(name: str, pairs, window: int, vocab_size: int, pad_id: int):
-    """``(inputs, targets, answer_mask)``, each (S, N), of one split's pairs, checked."""
+def pack_pairs(name: str, pairs, window: int, vocab_size: int, pad_id: int = 0):
+    """``(inputs, targets, answer_mask)``, each (S, N), of one split's pairs, checked.
+
+    How :class:`SupervisedPairs` packs its pairs; ``name`` names the split in the errors.
+    """
     pairs = list(pairs)
     if not pairs:
         raise ValueError(f"the {name} split has no pairs: give at least one (prompt, answer)")

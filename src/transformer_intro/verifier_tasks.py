@@ -10,7 +10,10 @@ the generator is a perfect one: it knows the ISO form of every date it writes. T
   one compiled step serve reinforcement learning as they serve supervised learning;
 * :class:`PreferencePairs` (DPO): pairs of a right and a wrong answer to one prompt, which
   :func:`preference_pairs` builds from the model's own samples with the verifier, and the loss
-  :func:`~transformer_intro.training.policy_gradient.dpo_loss`.
+  :func:`~transformer_intro.training.policy_gradient.dpo_loss`;
+* :class:`PreferenceContinuations`: DPO for a causal language model (SmolLM2 with adapters),
+  whose answers continue a prompt; :func:`continuation_preference_pairs` builds its pairs from
+  :func:`sample_continuations`, generation's prefill and decoding loop batched by ``vmap``.
 
 Answers are sampled by :func:`sample_targets`, greedy decoding's loop with the book's one sampler,
 :func:`~transformer_intro.models.generation.sample_token`, in place of the argmax.
@@ -27,7 +30,8 @@ import numpy as np
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
 from .datasets import dates
-from .models.generation import sample_token
+from .models.generation import decode, prefill, sample_token
+from .tasks import pack_pairs
 from .training import policy_gradient as pg
 from .training.recipe import Recipe
 from .xla_flags import optimised_jit
@@ -40,14 +44,19 @@ __all__ = [
     "GROUP_SIZE",
     "REWARDS",
     "GroupRelativeRewards",
+    "PreferenceContinuations",
     "PreferencePairs",
     "answer_mask",
     "answer_log_probs",
+    "continuation_log_probs",
+    "continuation_matches",
+    "continuation_preference_pairs",
     "encoded",
     "exact_match_reward",
     "greedy_exact_matches",
     "greedy_rewards",
     "preference_pairs",
+    "sample_continuations",
     "sample_targets",
     "unseen_format_prompts",
     "year_reward",
@@ -454,3 +463,205 @@ def encoded(pairs) -> tuple[np.ndarray, np.ndarray]:
         dates.encode_sources(text for text, _ in pairs),
         dates.encode_targets(iso for _, iso in pairs)[1],
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The same for a causal language model, whose answer continues its prompt (SmolLM2)
+
+
+@optimised_jit
+def _continuations(model, ids, lengths, keys, num_tokens: int, window: int, temperature):
+    def one(ids, length, key):
+        logits, cache = prefill(model, ids, length, window)
+        return decode(model, logits, cache, length, key, num_tokens, temperature)
+
+    return jax.vmap(one)(ids, lengths, keys)
+
+
+def sample_continuations(
+    model, prompts, num_tokens: int, *, key: PRNGKeyArray, temperature: float = 1.0,
+    batch_size: int = 64,
+) -> np.ndarray:  # fmt: skip
+    """``num_tokens`` tokens sampled after each prompt by a causal language model, (S, T).
+
+    Row s is drawn with the key ``fold_in(key, s)``, so that a prompt's sample does not depend on
+    the prompts that share its batch. Every prompt is zero-padded to the longest one's length
+    (rounded up to 16) and runs generation's :func:`~.models.generation.prefill` and
+    :func:`~.models.generation.decode`, ``batch_size`` rows at a time under ``vmap``; the last
+    batch is filled up with copies so that one program serves them all.
+
+    Raises:
+        ValueError: for no prompts, an empty prompt, fewer than one new token, or a prompt and
+            its new tokens longer than the model's context.
+    """
+    prompts = [np.asarray(p, np.int32).ravel() for p in prompts]
+    if not prompts or min(p.size for p in prompts) == 0:
+        raise ValueError("sample_continuations needs at least one prompt, none of them empty")
+    if num_tokens < 1:
+        raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+    context = model.config.window
+    if max(p.size for p in prompts) + num_tokens > context:
+        raise ValueError(
+            f"a prompt of {max(p.size for p in prompts)} tokens and {num_tokens} new ones exceed "
+            f"the model's context of {context}"
+        )
+    longest = min(-(-max(p.size for p in prompts) // 16) * 16, context)
+    ids = np.zeros((len(prompts), longest), np.int32)
+    for s, p in enumerate(prompts):
+        ids[s, : p.size] = p
+    lengths = np.array([p.size for p in prompts], np.int32)
+    keys = jax.vmap(jax.random.fold_in, (None, 0))(key, jnp.arange(len(prompts)))
+    out = []
+    for first in range(0, len(prompts), batch_size):
+        rows = np.arange(first, first + batch_size) % len(prompts)
+        tokens = _continuations(model, jnp.asarray(ids[rows]), jnp.asarray(lengths[rows]),
+                                keys[rows], num_tokens, min(longest + num_tokens, context),
+                                jnp.float32(temperature))  # fmt: skip
+        out.append(np.asarray(tokens)[: len(prompts) - first])
+    return np.concatenate(out)
+
+
+def continuation_matches(samples: np.ndarray, answers) -> np.ndarray:
+    """Whether each sample begins with its answer (the answer's end token included): (S,)."""
+    return np.array([
+        len(a) <= len(s) and np.array_equal(s[: len(a)], a)
+        for s, a in zip(samples, answers, strict=True)
+    ])  # fmt: skip
+
+
+def _up_to_end(tokens: np.ndarray, end_id: int) -> np.ndarray:
+    ends = np.flatnonzero(tokens == end_id)
+    return tokens if ends.size == 0 else tokens[: ends[0] + 1]
+
+
+def continuation_preference_pairs(
+    model, prompts, answers, *, key: PRNGKeyArray, end_id: int, group_size: int = 8,
+    num_tokens: int | None = None, batch_size: int = 64,
+) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]:  # fmt: skip
+    """Pairs the verifier builds from a causal model's own samples: a right and a wrong answer.
+
+    ``group_size`` continuations of each prompt are sampled (:func:`sample_continuations`, at
+    temperature 1); a continuation is right when it begins with the answer, whose last token is
+    ``end_id``. Where a prompt's samples hold a right and a wrong one, the pair is the answer
+    and the first wrong sample up to its first end token (all of it without one).
+
+    Returns:
+        The pairs ``(prompt, chosen, rejected)`` and which samples were right, (S, G) booleans.
+
+    Raises:
+        ValueError: if an answer does not end with ``end_id``.
+    """
+    prompts = [np.asarray(p, np.int32).ravel() for p in prompts]
+    answers = [np.asarray(a, np.int32).ravel() for a in answers]
+    if any(a.size == 0 or a[-1] != end_id for a in answers):
+        raise ValueError(f"every answer must end with the end token {end_id}: the verifier needs "
+                         "to know where an answer stops")  # fmt: skip
+    num_tokens = max(a.size for a in answers) + 2 if num_tokens is None else num_tokens
+    repeated = [p for p in prompts for _ in range(group_size)]
+    samples = sample_continuations(model, repeated, num_tokens, key=key, batch_size=batch_size)
+    right = continuation_matches(samples, [a for a in answers for _ in range(group_size)])
+    right, samples = right.reshape(-1, group_size), samples.reshape(len(prompts), group_size, -1)
+    pairs = [
+        (prompts[s], answers[s], _up_to_end(samples[s, (~right[s]).argmax()], end_id))
+        for s in np.flatnonzero(right.any(1) & ~right.all(1))
+    ]
+    return pairs, right
+
+
+@optimised_jit
+def continuation_log_probs(model, inputs, targets, answer_mask) -> Array:
+    """``log π(y | x)`` of each packed continuation (:func:`~.tasks.pack_pairs`): (B,)."""
+    log_p = pg.token_log_probs(model.batched(inputs), targets)
+    return jnp.where(answer_mask, log_p, 0.0).sum(-1)
+
+
+def _log_probs_in_chunks(model, packed, chunk: int) -> Array:
+    return jnp.concatenate([
+        continuation_log_probs(model, *(a[first : first + chunk] for a in packed))
+        for first in range(0, packed[0].shape[0], chunk)
+    ])  # fmt: skip
+
+
+class PreferenceContinuations(eqx.Module):
+    """DPO for a causal language model: a preferred and a rejected continuation of one prompt.
+
+    Each pair is packed twice as :class:`~.tasks.SupervisedPairs` packs a prompt and its answer
+    (prompt and chosen, prompt and rejected); a continuation's log-probability is the sum of its
+    tokens' (:func:`continuation_log_probs`). The reference model's are computed once, when the
+    task is built, ``chunk`` pairs at a time. ``loss`` and its metrics are
+    :class:`PreferencePairs`'; ``evaluate`` gives them over every pair.
+    """
+
+    chosen: tuple[Array, Array, Array]
+    rejected: tuple[Array, Array, Array]
+    reference_chosen: Array
+    reference_rejected: Array
+    window: int = eqx.field(static=True)
+    beta: float = eqx.field(static=True)
+    chunk: int = eqx.field(static=True)
+
+    def __init__(self, pairs, reference, *, window: int, vocab_size: int, beta: float = 0.1,
+                 chunk: int = 16):  # fmt: skip
+        """Pack the pairs and compute the reference's log-probabilities of them.
+
+        Args:
+            pairs: ``(prompt, chosen, rejected)`` token ids, as
+                :func:`continuation_preference_pairs` returns them.
+            reference: the reference model (the starting model).
+            window: N, the window the pairs are packed for (prompt plus answer at most N + 1).
+            vocab_size: |V|.
+            beta: β of the loss.
+            chunk: pairs a pass when the reference's log-probabilities are computed.
+
+        Raises:
+            ValueError: for no pairs, or a pair that :func:`~.tasks.pack_pairs` refuses.
+        """
+        pairs = list(pairs)
+        if not pairs:
+            raise ValueError("PreferenceContinuations needs at least one (prompt, chosen, "
+                             "rejected) pair")  # fmt: skip
+        self.chosen = pack_pairs("chosen", [(p, c) for p, c, _ in pairs], window, vocab_size)
+        self.rejected = pack_pairs("rejected", [(p, r) for p, _, r in pairs], window, vocab_size)
+        self.window, self.beta, self.chunk = window, beta, chunk
+        reference = _frozen(reference)
+        self.reference_chosen = _log_probs_in_chunks(reference, self.chosen, chunk)
+        self.reference_rejected = _log_probs_in_chunks(reference, self.rejected, chunk)
+
+    def batch(self, key: PRNGKeyArray, batch_size: int) -> dict:
+        """B pairs drawn with replacement, with their reference log-probabilities."""
+        rows = jax.random.randint(key, (batch_size,), 0, self.reference_chosen.shape[0])
+        return {
+            "chosen": tuple(a[rows] for a in self.chosen),
+            "rejected": tuple(a[rows] for a in self.rejected),
+            "reference_chosen": self.reference_chosen[rows],
+            "reference_rejected": self.reference_rejected[rows],
+        }
+
+    def loss(self, model, batch: dict) -> tuple[Array, dict[str, Array]]:
+        """DPO's loss on the batch's pairs."""
+        chosen = continuation_log_probs(model, *batch["chosen"])
+        rejected = continuation_log_probs(model, *batch["rejected"])
+        loss = pg.dpo_loss(chosen, rejected, batch["reference_chosen"],
+                           batch["reference_rejected"], self.beta)  # fmt: skip
+        margin = (chosen - batch["reference_chosen"]) - (rejected - batch["reference_rejected"])
+        return loss, {
+            "chosen log p": chosen.mean(),
+            "rejected log p": rejected.mean(),
+            "margin": margin.mean(),
+            "ranked right": jnp.mean(margin > 0),
+        }
+
+    def evaluate(self, model) -> dict[str, float]:
+        """The loss and its metrics over every pair, ``chunk`` pairs a pass."""
+        chosen = _log_probs_in_chunks(model, self.chosen, self.chunk)
+        rejected = _log_probs_in_chunks(model, self.rejected, self.chunk)
+        margin = (chosen - self.reference_chosen) - (rejected - self.reference_rejected)
+        loss = pg.dpo_loss(chosen, rejected, self.reference_chosen, self.reference_rejected,
+                           self.beta)  # fmt: skip
+        return {
+            "loss": float(loss),
+            "chosen log p": float(chosen.mean()),
+            "rejected log p": float(rejected.mean()),
+            "margin": float(margin.mean()),
+            "ranked right": float(jnp.mean(margin > 0)),
+        }
