@@ -18,6 +18,10 @@ The formats:
   ``quantise_model(model, "Q8_0")``), and multiplied as the float32 numbers those blocks hold
   (``dequantise_model``): the same products as the blocks' own, up to the order of additions, in
   XLA's matrix products, which read a window of 1,024 tokens faster than the blocks' kernel;
+- ``Q4_1 shifted``: chapter 16's estimate of what the file's own 4-bit rounding cost: every
+  matrix the file keeps in Q4_1 rounded to Q4_1 a second time, its blocks moved 16 columns so
+  that the new rounding is independent of the first, and multiplied as float32 numbers (the
+  token table stays as stored);
 - ``Q4_1``: the file's blocks multiplied by the blocks' kernel itself, without unpacking them
   (``load_smollm2(quantised=True)``). Not run by default: on two shared cores it takes hours,
   and it measures the order of additions only.
@@ -29,7 +33,9 @@ what the file already holds for the same text and windows, so an interrupted run
 time is recorded: a shared machine times nothing, and bits per character do not depend on the
 load.
 
-    python benchmarks/evaluate_language_models.py [--formats float32 Q8_0 Q4_1]   # default: two
+    python benchmarks/evaluate_language_models.py [--formats float32 Q8_0 'Q4_1 shifted' Q4_1]
+
+The default is the first three.
 """
 
 from __future__ import annotations
@@ -41,11 +47,22 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 from report import machine, write_json  # beside this script
 
 from transformer_intro.datasets.shakespeare import VALIDATION_PLAYS
 from transformer_intro.models.quantised import dequantise_model, quantise_model
-from transformer_intro.pretrained import load_smollm2
+from transformer_intro.pretrained import find_smollm2, load_smollm2
+from transformer_intro.pretrained.gguf import (
+    GGUFFile,
+    config_from_gguf,
+    hf_tensors_from_gguf,
+    read_gguf,
+    tokeniser_from_gguf,
+)
+from transformer_intro.pretrained.llama import model_from_hf_tensors
+from transformer_intro.pretrained.state_dict import LazyTensors
+from transformer_intro.quantisation import quantise
 from transformer_intro.training.evaluation import TextLoss, held_out_passages, text_loss
 
 RESULT = Path(__file__).resolve().parent / "results" / "language_model_evaluation.json"
@@ -54,15 +71,40 @@ FORMATS = {
     "float32": "the file's weights (its Q4_1 blocks and Q8_0 token table) as float32 numbers",
     "Q8_0": "every matrix and the token table re-quantised to Q8_0, multiplied as the float32 "
     "numbers the blocks hold",
+    "Q4_1 shifted": "every Q4_1 matrix of the file rounded to Q4_1 again, its blocks moved 16 "
+    "columns, multiplied as float32 numbers",
     "Q4_1": "the file's own blocks, multiplied by the blocks' kernel without unpacking them",
 }
-DEFAULT_FORMATS = ["float32", "Q8_0"]
+DEFAULT_FORMATS = ["float32", "Q8_0", "Q4_1 shifted"]
+SHIFT = 16  # half a block: every new block straddles two of the file's
+
+
+def shifted_q4_1(weight: np.ndarray) -> np.ndarray:
+    """``weight`` rounded to Q4_1 with its blocks of 32 columns moved by :data:`SHIFT`."""
+    rolled = np.roll(weight, -SHIFT, axis=-1)
+    return np.roll(np.asarray(quantise(rolled, "Q4_1").dequantised()), SHIFT, axis=-1)
+
+
+def load_shifted_q4_1():
+    """SmolLM2 with every matrix its file keeps in Q4_1 rounded again, shifted."""
+    path = find_smollm2()
+    tensors, metadata = read_gguf(path)
+    in_q4_1 = {t.name for t in GGUFFile(path).tensors if t.tensor_type.name == "Q4_1"}
+    changed = LazyTensors({
+        name: (lambda name=name: shifted_q4_1(tensors[name]) if name in in_q4_1 else tensors[name])
+        for name in tensors
+    })  # fmt: skip
+    config = config_from_gguf(metadata)
+    model = model_from_hf_tensors(hf_tensors_from_gguf(changed, config), config)
+    return model, tokeniser_from_gguf(metadata)
 
 
 def load(fmt: str):
     """SmolLM2 and its tokeniser with its weights in format ``fmt``."""
     if fmt == "Q4_1":
         return load_smollm2(quantised=True)
+    if fmt == "Q4_1 shifted":
+        return load_shifted_q4_1()
     model, tokeniser = load_smollm2()
     if fmt == "Q8_0":
         model = dequantise_model(quantise_model(model, "Q8_0"))

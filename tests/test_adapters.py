@@ -41,9 +41,9 @@ def _moved(lora, key=jax.random.PRNGKey(1)):
         treedef, [0.1 * jax.random.normal(k, x.shape) for k, x in zip(keys, leaves)]
     )
     return eqx.tree_at(
-        lambda m: [a.b for block in m.adapters for a in block.values()],
+        lambda m: [a.Z for block in m.adapters for a in block.values()],
         lora,
-        [a.b for block in moved for a in block.values()],
+        [a.Z for block in moved for a in block.values()],
     )
 
 
@@ -53,12 +53,12 @@ def test_linear_is_the_original_at_initialisation_and_merges():
     layer = LoRALinear(w, 3, alpha=6.0, key=jax.random.PRNGKey(2))
     assert layer.scale == 2.0 and layer.rank == 3
     assert np.array_equal(layer(x), w @ x)
-    layer = eqx.tree_at(lambda m: m.b, layer, jnp.ones((5, 3)))
-    expected = w @ x + 2.0 * jnp.ones((5, 3)) @ (layer.a @ x)
+    layer = eqx.tree_at(lambda m: m.Z, layer, jnp.ones((5, 3)))
+    expected = w @ x + 2.0 * jnp.ones((5, 3)) @ (layer.R @ x)
     np.testing.assert_allclose(layer(x), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(layer.merged() @ x, layer(x), rtol=1e-5, atol=1e-6)
     # control: merging without the scale alpha / r gives another map
-    assert not np.allclose((w + layer.b @ layer.a) @ x, layer(x), atol=1e-3)
+    assert not np.allclose((w + layer.Z @ layer.R) @ x, layer(x), atol=1e-3)
 
 
 def _first_adam_change(rank, alpha, x, key):
@@ -84,7 +84,7 @@ def test_first_adam_step_grows_with_the_rank_unless_alpha_is_held():
     learning rate, so Z R x moves by eta * scale * |R x|_1, a sum of r terms."""
     x = jax.random.normal(jax.random.PRNGKey(5), (512,))
     change, layer = _first_adam_change(8, 8.0, x, jax.random.PRNGKey(6))
-    expected = 1e-3 * layer.scale * jnp.abs(layer.a @ x).sum()
+    expected = 1e-3 * layer.scale * jnp.abs(layer.R @ x).sum()
     np.testing.assert_allclose(change, jnp.full(40, expected), rtol=1e-4)
     keys = jax.random.split(jax.random.PRNGKey(7), 32)
     mean = lambda rank, alpha: float(
@@ -140,13 +140,13 @@ def test_gradients_reach_only_a_and_b():
     assert base and all(not np.any(g) for g in base)
     for block in grads.adapters:
         for adapter in block.values():
-            assert np.any(adapter.a) and np.any(adapter.b)
+            assert np.any(adapter.R) and np.any(adapter.Z)
             assert not np.any(adapter.weight)
 
 
 def test_parameter_count():
     lora = LoRALanguageModel(_model(), 2, key=jax.random.PRNGKey(3))
-    counted = sum(a.a.size + a.b.size for block in lora.adapters for a in block.values())
+    counted = sum(a.R.size + a.Z.size for block in lora.adapters for a in block.values())
     assert counted == lora_parameter_count(CONFIG, 2)
     # SmolLM2-135M at r = 8: per block 8 (1152 + 768 + 768 + 1152), 30 blocks
     assert lora_parameter_count(SMOLLM2_135M, 8) == 30 * 8 * (1152 + 768 + 768 + 1152) == 921_600

@@ -51,14 +51,15 @@ class LoRALinear(eqx.Module):
 
     Attributes:
         weight: W, the frozen matrix (D_out, D_in); no gradient reaches it.
-        a: R, (r, D_in), drawn from N(0, 1 / D_in) (Hu et al.'s A).
-        b: Z, (D_out, r), zero at initialisation (Hu et al.'s B).
+        R: (r, D_in), drawn from N(0, 1 / D_in) (Hu et al.'s A).
+        Z: (D_out, r), zero at initialisation (Hu et al.'s B), so that the adapted model
+            starts as the original.
         scale: alpha / r (1 by default, alpha = r).
     """
 
     weight: Float[Array, "out inp"]
-    a: Float[Array, "r inp"]
-    b: Float[Array, "out r"]
+    R: Float[Array, "r inp"]  # the chapter's letters, not Python's lower case
+    Z: Float[Array, "out r"]
     scale: float = eqx.field(static=True)
 
     def __init__(self, weight, rank: int, *, alpha: float | None = None, key: PRNGKeyArray):
@@ -72,18 +73,18 @@ class LoRALinear(eqx.Module):
         if not 1 <= rank <= min(d_out, d_in):
             raise ValueError(f"rank must be between 1 and {min(d_out, d_in)}, got {rank}")
         self.weight = weight
-        self.a = jax.random.normal(key, (rank, d_in), weight.dtype) / jnp.sqrt(d_in)
-        self.b = jnp.zeros((d_out, rank), weight.dtype)
+        self.R = jax.random.normal(key, (rank, d_in), weight.dtype) / jnp.sqrt(d_in)
+        self.Z = jnp.zeros((d_out, rank), weight.dtype)
         self.scale = float(rank if alpha is None else alpha) / rank
 
     @property
     def rank(self) -> int:
         """r, the rank of the update."""
-        return self.a.shape[0]
+        return self.R.shape[0]
 
     def update(self) -> Float[Array, "out inp"]:
         """(alpha / r) Z R, the change the adapter makes to W."""
-        return self.scale * self.b @ self.a
+        return self.scale * self.Z @ self.R
 
     def merged(self) -> Float[Array, "out inp"]:
         """W + (alpha / r) Z R: one matrix that computes the adapted map (W still frozen)."""
@@ -91,7 +92,7 @@ class LoRALinear(eqx.Module):
 
     def __call__(self, x: Float[Array, " inp"]) -> Float[Array, " out"]:
         """The adapted map on one vector: W x + (alpha / r) Z (R x), never forming Z R."""
-        return jax.lax.stop_gradient(self.weight) @ x + self.scale * (self.b @ (self.a @ x))
+        return jax.lax.stop_gradient(self.weight) @ x + self.scale * (self.Z @ (self.R @ x))
 
 
 def projection_matrix(array: Float[Array, ...], name: str) -> Float[Array, "out inp"]:

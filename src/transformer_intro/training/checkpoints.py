@@ -238,7 +238,7 @@ def weights_fingerprint(model: eqx.Module) -> str:
 
 def _factors(lora: LoRALanguageModel) -> tuple[dict[str, tuple], ...]:
     """The trained arrays of the adapters, (R, Z) per projection per block: all that is saved."""
-    return tuple({part: (a.a, a.b) for part, a in block.items()} for block in lora.adapters)
+    return tuple({part: (a.R, a.Z) for part, a in block.items()} for block in lora.adapters)
 
 
 def save_adapter(
