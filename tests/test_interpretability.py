@@ -312,6 +312,18 @@ def test_the_decoder_with_every_head_kept_is_the_model(translator, date_pairs):
     assert jnp.allclose(hand, run.logits, atol=1e-5)
 
 
+def test_the_decoders_residual_stream_ends_in_its_logits(translator, date_pairs):
+    clean, _, target_inputs, _ = date_pairs
+    run = run_decoder_with_heads(translator, clean[0], target_inputs[0])
+    assert run.residuals.shape == (3, 5, 16)
+    embedded = translator.target_positions(translator.target_embedding(target_inputs[0]))
+    assert jnp.allclose(run.residuals[0], embedded)
+    read_out = jax.vmap(translator.unembedding)(translator.decoder_norm(run.residuals[-1]))
+    assert jnp.allclose(read_out, run.logits, atol=1e-6)
+    too_early = jax.vmap(translator.unembedding)(translator.decoder_norm(run.residuals[1]))
+    assert not jnp.allclose(too_early, run.logits, atol=1e-3)  # control: one layer short
+
+
 @pytest.mark.parametrize("layer, head", [(0, 0), (0, 1), (1, 0)])
 def test_a_patched_head_is_the_hand_written_patch(translator, date_pairs, layer, head):
     clean, corrupted, target_inputs, _ = date_pairs

@@ -325,12 +325,15 @@ class DecoderRun(NamedTuple):
         memory: (N_s, D): the encoder's outputs the decoder read (after any replacement).
         heads: (L, H, N_t, D): every cross-attention head's output as it entered the sum.
         weights: (L, H, N_s, N_t): every cross-attention matrix ``A[l, h, n', n]``.
+        residuals: (L + 1, N_t, D): the decoder's tokens before its first layer and after each
+            (what a probe of the decoder reads).
     """
 
     logits: Float[Array, "Nt V"]
     memory: Float[Array, "Ns D"]
     heads: Float[Array, "L H Nt D"]
     weights: Float[Array, "L H Ns Nt"]
+    residuals: Float[Array, "L1 Nt D"]
 
 
 def run_decoder_with_heads(
@@ -387,7 +390,7 @@ def run_decoder_with_heads(
     n = target_inputs.shape[0]
     cross_mask = padding_mask(source != model.pad_id, n)
     y = model.target_positions(model.target_embedding(target_inputs))
-    outputs, weights = [], []
+    outputs, weights, residuals = [], [], [y]
     for l, layer in enumerate(model.decoder):
         y = layer.block.attention_residual(y, causal_mask(n))
         attention = layer.cross_attention
@@ -402,8 +405,9 @@ def run_decoder_with_heads(
         y = layer.block.mlp_residual(y + attention._add_output_bias(per_head.sum(0)))
         outputs.append(per_head)
         weights.append(attention.attention_weights(y_bar, cross_mask, context=memory))
+        residuals.append(y)
     logits = jax.vmap(model.unembedding)(model.decoder_norm(y))
-    return DecoderRun(logits, memory, jnp.stack(outputs), jnp.stack(weights))
+    return DecoderRun(logits, memory, jnp.stack(outputs), jnp.stack(weights), jnp.stack(residuals))
 
 
 def _target_nats(logits, targets, pad_id):
