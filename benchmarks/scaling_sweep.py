@@ -17,7 +17,10 @@ budget into seconds (``rate``), measured once per invocation and kept.
 chapter's prediction, committed before) names, for the seeds given; those runs are added to the
 same file under ``verification``. ``--compare`` trains chapter 9's model (its width and depth,
 at the sweep's window, batch and recipe) at the prediction's compute, under ``comparison``: the
-hand-chosen model beside the one the law chose. ``--size-check`` trains :data:`SIZE_CHECK`'s
+hand-chosen model beside the one the law chose. ``--compare-modern`` does the same for chapter
+14's model (chapter 9's sizes with all of chapter 14's changes to the block, trained with Muon:
+``lm_ablation.VARIANTS["combined"]``), under ``comparison_modern``: a model outside the family
+the law was fitted to, at the same compute. ``--size-check`` trains :data:`SIZE_CHECK`'s
 sizes at the same compute, under ``size_check``: with those two, an IsoFLOP curve at the
 prediction's compute, whose vertex checks the predicted size.
 
@@ -27,6 +30,7 @@ it is not trained again, so an interrupted invocation continues where it stopped
     nice -n 5 python benchmarks/scaling_sweep.py [--budgets 5e11 1e12 2e12 4e12]
     nice -n 5 python benchmarks/scaling_sweep.py --verify --seeds 0 1 2
     nice -n 5 python benchmarks/scaling_sweep.py --compare --seeds 0 1 2
+    nice -n 5 python benchmarks/scaling_sweep.py --compare-modern --seeds 0 1 2
     nice -n 5 python benchmarks/scaling_sweep.py --size-check --seeds 0
 """
 
@@ -41,7 +45,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from report import machine, write_json  # beside this script
+from lm_ablation import VARIANTS  # beside this script
+from overrides import with_changes
+from report import machine, write_json
 from tqdm import tqdm
 
 from transformer_intro import Vocabulary
@@ -99,7 +105,7 @@ def planned_runs(budgets, seeds=(0,)) -> list[dict]:
 
 
 def key_of(row: dict) -> tuple:
-    return float(row["budget"]), row["dim"], row["blocks"], row["seed"]
+    return float(row["budget"]), row["dim"], row["blocks"], row["seed"], row.get("variant", "")
 
 
 class Task:
@@ -116,6 +122,8 @@ class Task:
 
 def run_plan(run: dict, data: Task) -> tuple:
     config = scaling.scaling_config(run["dim"], run["blocks"], len(data.vocabulary))
+    if "variant" in run:  # one of chapter 14's variants of that model
+        config = with_changes(config, VARIANTS[run["variant"]][1])
     tokens_per_step = scaling.BATCH_SIZE * scaling.WINDOW
     steps = scaling.steps_for_budget(
         config, run["budget"], tokens_per_step, multiple=STEPS_PER_CALL
@@ -134,6 +142,8 @@ def train_one(run: dict, data: Task) -> dict:
             f"{MAX_PASSES}): drop this size from the budget or the budget from the sweep"
         )
     recipe = recipe_for(steps, run["seed"])
+    if "variant" in run:
+        recipe = recipe.replace(**VARIANTS[run["variant"]][2])
     # the steps were counted for this many characters a step: the recipe must train them
     assert recipe.batch_size * config.window == tokens_per_step, (recipe, tokens_per_step)
     model = scaling.build_model(config, seed=run["seed"])
@@ -265,6 +275,11 @@ def main() -> None:
         help="train chapter 9's model at the prediction's compute, for the seeds given",
     )
     parser.add_argument(
+        "--compare-modern",
+        action="store_true",
+        help="train chapter 14's model (chapter 9's sizes, every change, Muon) at the same compute",
+    )
+    parser.add_argument(
         "--size-check",
         action="store_true",
         help="train SIZE_CHECK's sizes at the prediction's compute: its IsoFLOP curve",
@@ -284,12 +299,14 @@ def main() -> None:
         write_json(PREDICTION, prediction)
         print(json.dumps(prediction, indent=1))
         return
-    at_prediction = args.verify or args.compare or args.size_check
+    at_prediction = args.verify or args.compare or args.compare_modern or args.size_check
     section = (
         "verification"
         if args.verify
         else "comparison"
         if args.compare
+        else "comparison_modern"
+        if args.compare_modern
         else "size_check"
         if args.size_check
         else "runs"
@@ -297,12 +314,13 @@ def main() -> None:
     if at_prediction:
         prediction = json.loads(PREDICTION.read_text())
         sizes = [prediction["model"]]
-        if args.compare:  # chapter 9's sizes, at the sweep's window, batch and recipe
+        if args.compare or args.compare_modern:  # chapter 9's sizes, the sweep's window, batch
             sizes = [[SHAKESPEARE_CONFIG.block.dim, SHAKESPEARE_CONFIG.num_blocks]]
+        variant = {"variant": "combined"} if args.compare_modern else {}
         if args.size_check:
             sizes = SIZE_CHECK
         plan = [
-            dict(budget=prediction["budget"], dim=dim, blocks=blocks, seed=s)
+            dict(budget=prediction["budget"], dim=dim, blocks=blocks, seed=s, **variant)
             for dim, blocks in sizes
             for s in args.seeds
         ]
@@ -360,6 +378,7 @@ def _read(path: Path) -> dict:
         results = json.loads(path.read_text())
         results.setdefault("verification", [])
         results.setdefault("comparison", [])
+        results.setdefault("comparison_modern", [])
         results.setdefault("size_check", [])
         return results
     return {
@@ -371,6 +390,7 @@ def _read(path: Path) -> dict:
         "runs": [],
         "verification": [],
         "comparison": [],
+        "comparison_modern": [],
         "size_check": [],
     }
 
