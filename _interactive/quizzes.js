@@ -2793,28 +2793,22 @@ window.BOOK_QUIZZES = {
   },
   {
    "type": "numeric",
-   "question": "SmolLM2 has 30 blocks, each with 3 key-value heads of width 64. How many bytes does its float32 key-value cache hold per token of a conversation, in thousands of bytes?",
-   "answer": 46.08,
-   "tolerance": 0.05,
-   "unit": "thousand bytes",
-   "explanation": "A key and a value per block and key-value head: 2 × 30 × 3 × 64 = 11,520 numbers of 4 bytes, 46,080 bytes; about 45 MiB for 1,024 tokens.",
-   "hint": "Count what one token leaves in one block's cache (keys and values, per key-value head), then the blocks and the bytes per number.",
+   "question": "A chat has four turns: each time the reader writes 20 tokens and the model replies with 30. If the cache is filled again from the whole conversation at every turn, how many tokens go through the prompt's pass in all, over the four turns?",
+   "answer": 380,
+   "explanation": "Turn <i>j</i>'s prompt is the <i>j</i> − 1 earlier turns and replies, 50 tokens each, and its own 20: 20 + 70 + 120 + 170 = 380. A cache kept from turn to turn passes only each turn's 20 new tokens, 80 in all; the refill's extra work grows with the square of the number of turns.",
+   "hint": "Write down what the prompt of turn 1, 2, 3 and 4 holds, then add.",
    "mistakes": [
     {
-     "value": 23.04,
-     "explanation": "That counts the keys only; every block keeps a value beside each key."
+     "value": 80,
+     "explanation": "That is the kept cache: only each turn's new tokens. Refilling reads the earlier turns and replies again."
     },
     {
-     "value": 138.24,
-     "explanation": "That counts the 9 query heads; with grouped-query attention only the 3 key-value heads are cached."
+     "value": 200,
+     "explanation": "That is every token of the conversation once; refilling reads the earlier ones again at every turn."
     },
     {
-     "value": 11.52,
-     "explanation": "That is the count of numbers; each float32 number takes 4 bytes."
-    },
-    {
-     "value": 1.536,
-     "explanation": "That is one block's share; each of the 30 blocks keeps its own keys and values."
+     "value": 500,
+     "explanation": "That also counts the four replies as prompt; each reply is drawn one token at a time after the prompt's pass."
     }
    ]
   },
