@@ -165,8 +165,22 @@ def test_without_a_worker_it_trains_in_slices(html_dir, driver):
     press(driver, "reset")
 
 
+def page_ready(driver, timeout=20.0):
+    """Wait until the page is parsed and the widget's script has marked it (an untimed race)."""
+    deadline = time.monotonic() + timeout
+    while not driver.execute_script(
+        "return document.readyState === 'complete'"
+        " && document.documentElement.classList.contains('book-train-js')"
+        " && document.querySelector('p.book-train-static') !== null"
+    ):
+        if time.monotonic() > deadline:
+            raise AssertionError("the page or its training widget did not load within 20 s")
+        time.sleep(0.1)
+
+
 def test_print_shows_the_static_text(html_dir, driver):
     driver.get((html_dir / PAGE).as_uri())
+    page_ready(driver)
     shown = driver.execute_script(
         "const p = document.querySelector('p.book-train-static');"
         "return p ? getComputedStyle(p).display : null;"
