@@ -44,6 +44,7 @@ import jax
 from report import machine, write_json  # beside this script
 from smollm2_dates_lora import (  # chapter 16's script: the same prompts and measurements
     QUESTIONS,
+    adapter_recipe,
     encode_pairs,
     evaluate_in_chunks,
     print_figures,
@@ -53,7 +54,7 @@ from smollm2_dates_lora import (  # chapter 16's script: the same prompts and me
 
 from transformer_intro.datasets import dates
 from transformer_intro.pretrained import generate_text, load_smollm2
-from transformer_intro.training import Recipe, fit, load_adapter
+from transformer_intro.training import fit, load_adapter
 from transformer_intro.verifier_tasks import (
     PreferenceContinuations,
     continuation_preference_pairs,
@@ -191,15 +192,7 @@ def main() -> None:
         task = PreferenceContinuations(pairs, reference, window=window, vocab_size=vocab,
                                        beta=args.beta)  # fmt: skip
         pairs_before = task.evaluate(reference)
-        recipe = Recipe(
-            steps=args.steps,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            warmup_steps=max(1, args.steps // 10),
-            weight_decay=0.0,
-            steps_per_call=10,
-            seed=seed,
-        )
+        recipe = adapter_recipe(args, seed)
         started = time.perf_counter()
         trained, history = fit(supervised, task, recipe)
         seconds_training = time.perf_counter() - started

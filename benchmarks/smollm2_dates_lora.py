@@ -88,6 +88,19 @@ def encode_few_shot(tokeniser, shots, pairs) -> list[tuple[list[int], list[int]]
     ]
 
 
+def adapter_recipe(args, seed: int) -> Recipe:
+    """The adapters' recipe from the command line: a tenth warm-up, no weight decay."""
+    return Recipe(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=max(1, args.steps // 10),
+        weight_decay=0.0,
+        steps_per_call=10,
+        seed=seed,
+    )
+
+
 def window_for(*splits) -> int:
     """The least multiple of 8 that holds every pair, less the last token."""
     longest = max(len(p) + len(a) for split in splits for p, a in split)
@@ -211,15 +224,7 @@ def main() -> None:
             print(f"read {args.adapter_in}, trained by: {info.extra['command']}", flush=True)
             return adapted, info.recipe, info.history, None
         adapted = LoRALanguageModel(model, args.rank, key=jax.random.PRNGKey(args.seed))
-        recipe = Recipe(
-            steps=args.steps,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            warmup_steps=max(1, args.steps // 10),
-            weight_decay=0.0,
-            steps_per_call=10,
-            seed=args.seed,
-        )
+        recipe = adapter_recipe(args, args.seed)
         started = time.perf_counter()
         adapted, history = fit(adapted, tasks["seen formats"], recipe)
         seconds = time.perf_counter() - started

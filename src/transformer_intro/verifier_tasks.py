@@ -297,6 +297,22 @@ class GroupRelativeRewards(eqx.Module):
         return _evaluate(model, self.tests, self.start_id)
 
 
+def _dpo_figures(chosen, rejected, reference_chosen, reference_rejected, beta: float):
+    """DPO's loss, and beside it the answers' mean log-probabilities, margin and ranking.
+
+    The metrics: the chosen and the rejected answers' mean log-probabilities, the mean margin of
+    the log-ratios to the reference, and the share of pairs ranked the right way.
+    """
+    loss = pg.dpo_loss(chosen, rejected, reference_chosen, reference_rejected, beta)
+    margin = (chosen - reference_chosen) - (rejected - reference_rejected)
+    return loss, {
+        "chosen log p": chosen.mean(),
+        "rejected log p": rejected.mean(),
+        "margin": margin.mean(),
+        "ranked right": jnp.mean(margin > 0),
+    }
+
+
 class PreferencePairs(eqx.Module):
     """DPO on pairs of a preferred and a rejected answer to one prompt.
 
@@ -358,15 +374,8 @@ class PreferencePairs(eqx.Module):
         """DPO's loss on the batch's pairs."""
         chosen = self._whole(model, batch["sources"], batch["chosen"])
         rejected = self._whole(model, batch["sources"], batch["rejected"])
-        loss = pg.dpo_loss(chosen, rejected, batch["reference_chosen"],
-                           batch["reference_rejected"], self.beta)  # fmt: skip
-        margin = (chosen - batch["reference_chosen"]) - (rejected - batch["reference_rejected"])
-        return loss, {
-            "chosen log p": chosen.mean(),
-            "rejected log p": rejected.mean(),
-            "margin": margin.mean(),
-            "ranked right": jnp.mean(margin > 0),
-        }
+        return _dpo_figures(chosen, rejected, batch["reference_chosen"],
+                            batch["reference_rejected"], self.beta)  # fmt: skip
 
     def evaluate(self, model) -> dict[str, float]:
         """Greedy exact match on each test split.
@@ -641,27 +650,13 @@ class PreferenceContinuations(eqx.Module):
         """DPO's loss on the batch's pairs."""
         chosen = continuation_log_probs(model, *batch["chosen"])
         rejected = continuation_log_probs(model, *batch["rejected"])
-        loss = pg.dpo_loss(chosen, rejected, batch["reference_chosen"],
-                           batch["reference_rejected"], self.beta)  # fmt: skip
-        margin = (chosen - batch["reference_chosen"]) - (rejected - batch["reference_rejected"])
-        return loss, {
-            "chosen log p": chosen.mean(),
-            "rejected log p": rejected.mean(),
-            "margin": margin.mean(),
-            "ranked right": jnp.mean(margin > 0),
-        }
+        return _dpo_figures(chosen, rejected, batch["reference_chosen"],
+                            batch["reference_rejected"], self.beta)  # fmt: skip
 
     def evaluate(self, model) -> dict[str, float]:
         """The loss and its metrics over every pair, ``chunk`` pairs a pass."""
         chosen = _log_probs_in_chunks(model, self.chosen, self.chunk)
         rejected = _log_probs_in_chunks(model, self.rejected, self.chunk)
-        margin = (chosen - self.reference_chosen) - (rejected - self.reference_rejected)
-        loss = pg.dpo_loss(chosen, rejected, self.reference_chosen, self.reference_rejected,
-                           self.beta)  # fmt: skip
-        return {
-            "loss": float(loss),
-            "chosen log p": float(chosen.mean()),
-            "rejected log p": float(rejected.mean()),
-            "margin": float(margin.mean()),
-            "ranked right": float(jnp.mean(margin > 0)),
-        }
+        loss, metrics = _dpo_figures(chosen, rejected, self.reference_chosen,
+                                     self.reference_rejected, self.beta)  # fmt: skip
+        return {"loss": float(loss), **{name: float(v) for name, v in metrics.items()}}
