@@ -119,8 +119,10 @@
       outNodes.forEach(function (b, n) { b.classList.toggle("ti-active", n === state.n); });
       var col = d.w[state.layer][state.head][state.n].map(function (q) { return q / scale; });
       var vmax = Math.max.apply(null, col);
-      status.textContent = "weights A[n', n] of output n = " + (state.n + 1) + " (\u201c" +
-        shown(d.outputs[state.n]) + "\u201d) on each input n', " +
+      // The maths counts positions from 1, the code's arrays from 0: both are named.
+      status.textContent = "weights of output n = " + (state.n + 1) + " (\u201c" +
+        shown(d.outputs[state.n]) + "\u201d) on each input n' (the code's column A[:, " +
+        state.n + "]), " +
         (d.layers.length > 1 ? d.layers[state.layer] + ", " : "") + d.heads[state.head] +
         "; colour scaled to the largest (" + fmt(vmax) + ")";
       weights.textContent = "";

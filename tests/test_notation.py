@@ -356,13 +356,17 @@ def test_chapter_14_detector_fails_on_the_old_text() -> None:
 
 # The preface gives r, alpha and Z to the low-rank adapter, o to the logits, zeta to a softmax's
 # normaliser, tau to its temperature and the bar to a norm's output. Chapters 8, 10 and 11 used
-# to spend those letters on other things: the logits z (8), the encoder's outputs Z and the
-# padding indicator r_{b,n} (10), the convolution's window r and sharpness alpha, linear
-# attention's normaliser z_n, the online softmax's normaliser l_j and a graph's receivers r_e
-# (11). None of these letters is left in those chapters' maths.
+# to spend those letters on other things: the logits z and the rollout R, the LoRA factor's
+# letter (8), the encoder's outputs Z and the padding indicator r_{b,n} (10), the convolution's
+# window r and sharpness alpha, linear attention's normaliser z_n, the online softmax's
+# normaliser l_j and a graph's receivers r_e (11). None of these letters is left in those
+# chapters' maths.
 _MATHS = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
 FREED_LETTERS: dict[str, dict[str, re.Pattern[str]]] = {
-    "08_vision_transformer.ipynb": {"z": re.compile(r"(?<![\\\w])z(?![A-Za-z])")},
+    "08_vision_transformer.ipynb": {
+        "z": re.compile(r"(?<![\\\w])z(?![A-Za-z])"),
+        "R": re.compile(r"(?<![\\\w{])R(?![A-Za-z}])"),  # not the reals' \mathbb{R}
+    },
     "10_encoder_decoder.ipynb": {
         "Z": re.compile(r"(?<![\\\w])Z(?![A-Za-z])"),
         "z": re.compile(r"(?<![\\\w])z(?![A-Za-z])"),
@@ -401,6 +405,12 @@ def test_freed_letters_detector_fails_on_the_old_text() -> None:
             "z",
             r"$p_c(z) = \exp z_c / \sum_{c'} \exp z_{c'}$",
             r"$p_c(o) = \exp o_c / \sum_{c'} \exp o_{c'}$",
+        ),
+        (
+            "08_vision_transformer.ipynb",
+            "R",
+            r"$R = \tilde A^{(1)} \tilde A^{(2)} \cdots \tilde A^{(M)}$",
+            r"$A^{(1:M)} = \tilde A^{(1)} \tilde A^{(2)} \cdots \tilde A^{(M)}$",
         ),
         (
             "10_encoder_decoder.ipynb",
@@ -518,5 +528,6 @@ def test_preface_table_names_the_new_letters() -> None:
         r"| $N_s$, $N_t$, $N_w$ |",
         r"| $\odot$, $\oplus$ |",
         r"| $[\,\cdot\,]$ |",
+        r"| $\tilde A^{(m)}$, $A^{(1:M)}$ |",
     ):
         assert row in table, row

@@ -86,6 +86,8 @@ def test_figure_opens_on_the_view_its_prose_describes(html_dir, book_server, dri
     root = wait_for_figure(driver, FIGURE)
     status = root.find_element("css selector", ".ti-status").text
     assert f"output n = {n} (\u201c.\u201d)" in status and "block 1, head 1;" in status, status
+    # the maths counts from 1, the code from 0, and the status says which is which
+    assert f"the code's column A[:, {n - 1}]" in status, status
     shown = np.asarray(read_values(driver, FIGURE))
     opening = maps[0, 0][:, n - 1]
     assert matches(shown, opening)
