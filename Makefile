@@ -58,6 +58,8 @@ JUNIT = -o junit_family=xunit1 --junitxml=_build/junit/$(1).xml
 # process holds, spins (transformers' greedy decoding beside a busy process was several times
 # slower with two threads than with one).
 unit nbval unit-and-nbval: export OMP_NUM_THREADS := 1
+# The same for the package's C++ kernel of products with blocks (quantised_matmul.cc says why).
+unit nbval unit-and-nbval: export TRANSFORMER_INTRO_KERNEL_THREADS := 1
 UNIT_FILES := $(call longest_first,$(wildcard tests/test_*.py tests/*/test_*.py))
 NOTEBOOKS  := $(call longest_first,$(wildcard book/*.ipynb))
 

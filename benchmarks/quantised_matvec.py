@@ -19,7 +19,7 @@ the values):
   4-bit codes per byte and a minimum per block) as the package keeps them,
   :class:`transformer_intro.quantisation.QuantisedMatrix`, whose products the package's C++
   kernel does (AVX2 and FMA, ``src/transformer_intro/native/quantised_matmul.cc``, called from
-  the compiled program through ``jax.ffi``, its rows shared among OpenMP's threads); ``Q8_0 x
+  the compiled program through ``jax.ffi``, its rows shared among XLA's own threads); ``Q8_0 x
   8-bit x, native`` and ``Q4_1 x 8-bit x, native`` are the same matrices with
   ``vector_format="Q8_0"``, which round the vector to 8 bits per block of 32 and sum each block
   in integers, as llama.cpp does. Where the kernel is not built (no g++, a processor without

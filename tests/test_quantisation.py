@@ -3,12 +3,17 @@ language model whose matrices stay in blocks."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_intro import quantisation
 from transformer_intro.attention import MultiHeadSelfAttention
 from transformer_intro.models import LanguageModel
 from transformer_intro.models.generation import generate_ids
@@ -91,6 +96,64 @@ def test_native_product_equals_the_dequantised_matrix_times_x(format, vectors):
     np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-5 * scale)
     single = eqx.filter_jit(lambda m, x: m @ x)(matrix, jnp.asarray(x[0]))
     np.testing.assert_allclose(np.asarray(single), expected[0], rtol=0, atol=1e-5 * scale)
+
+
+# Products of the Q8_0-vector kernel, written to the .npz file named by the first argument;
+# run in a subprocess, since a process loads one build of the kernel.
+_PRODUCTS = """
+import sys
+import equinox as eqx, jax, jax.numpy as jnp, numpy as np
+from transformer_intro.quantisation import native_kernels_missing, quantise, with_vector_format
+assert native_kernels_missing() is None, native_kernels_missing()
+rng, out = np.random.default_rng(7), {}
+for format in ("Q8_0", "Q4_1"):
+    w = quantise(rng.normal(size=(300, 576)).astype(np.float32) * 0.05, format)
+    for n in (1, 5, 48):
+        x = jnp.asarray(rng.normal(size=(n, 576)).astype(np.float32))
+        for vectors in ("Q8_0", None):
+            matrix = with_vector_format(w, vectors)
+            got = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(matrix, x)
+            out[f"{format} {n} {vectors}"] = np.asarray(got)
+np.savez(sys.argv[1], **out)
+"""
+
+
+def _products_in_a_fresh_process(path, **environment) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", **environment)
+    subprocess.run([sys.executable, "-c", _PRODUCTS, str(path)], env=env, check=True)
+    return dict(np.load(path))
+
+
+@native
+def test_products_shared_among_threads_are_the_bits_of_one_thread(tmp_path):
+    # The test suite runs the kernel on one thread (TRANSFORMER_INTRO_KERNEL_THREADS, Makefile):
+    # here it runs on all of XLA's too, which share each product's rows.
+    alone = _products_in_a_fresh_process(tmp_path / "one.npz", TRANSFORMER_INTRO_KERNEL_THREADS="1")
+    shared = _products_in_a_fresh_process(tmp_path / "all.npz", TRANSFORMER_INTRO_KERNEL_THREADS="")
+    assert alone.keys() == shared.keys()
+    for name, expected in alone.items():
+        np.testing.assert_array_equal(shared[name], expected, err_msg=name)
+
+
+@native
+@pytest.mark.skipif(
+    quantisation._processor_lacks(quantisation._VNNI_NEEDS) != [],
+    reason="the processor has no AVX-512 VNNI",
+)
+def test_the_vnni_build_gives_the_bits_of_the_avx2_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_INTRO_VNNI", "0")
+    assert "-mavx512vnni" not in quantisation._compile_command()
+    monkeypatch.setenv("TRANSFORMER_INTRO_VNNI", "1")
+    assert "-mavx512vnni" in quantisation._compile_command()  # two builds, not one
+    products = {
+        vnni: _products_in_a_fresh_process(tmp_path / f"{vnni}.npz", TRANSFORMER_INTRO_VNNI=vnni)
+        for vnni in ("1", "0")
+    }
+    assert products["1"].keys() == products["0"].keys()
+    for name, avx2 in products["0"].items():
+        np.testing.assert_array_equal(products["1"][name], avx2, err_msg=name)
+    # control: the comparison sees a difference in the last bits, the float vectors' products
+    assert not np.array_equal(products["1"]["Q4_1 48 Q8_0"], products["1"]["Q4_1 48 None"])
 
 
 @native

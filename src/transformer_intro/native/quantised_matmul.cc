@@ -15,7 +15,8 @@
 // is limited by how fast the weights are read, and reads 4 to 7 times fewer bytes than float32.
 // Products are summed in eight float32 lanes (AVX2 and FMA, explicit: the same instructions, so
 // the same sums, on every x86-64 processor that has them), added up at the end.
-// The rows are shared among OpenMP's threads when the work is large enough to pay for them.
+// The rows are shared among XLA's own threads (Helpers, below) when the work is large enough to
+// pay for them.
 //
 // The *_q8_0_vectors targets first round each vector to Q8_0 blocks of its own (per block of 32
 // inputs, a float32 scale e = max |x| / 127 and codes r = round(x / e)), as llama.cpp does, and
@@ -27,8 +28,15 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "xla/ffi/api/ffi.h"
@@ -43,14 +51,145 @@ constexpr int64_t kBlock = 32;
 // 56 tokens/s with this threshold and 43 with a million, where only the token table was shared.
 constexpr int64_t kParallelFrom = 1 << 17;
 
+// One product's rows, cut into parts that any thread may take, one at a time.
+struct Job {
+  std::function<void(int64_t, int64_t)> work;  // rows [begin, end)
+  int64_t rows, parts;
+  std::atomic<int64_t> next{0}, done{0};
+  Job(std::function<void(int64_t, int64_t)> w, int64_t r, int64_t p)
+      : work(std::move(w)), rows(r), parts(p) {}
+  void TakeParts() {
+    for (int64_t p; (p = next.fetch_add(1)) < parts;) {
+      work(p * rows / parts, (p + 1) * rows / parts);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+// The product now on offer, and the helpers: tasks on XLA's own thread pool (the threads that
+// run the rest of the program) that take parts of it. A helper that has run out of parts waits
+// a little, spinning, for the next product before it returns to the pool: decoding calls the
+// kernel about 200 times per token with a few microseconds between calls, and a thread woken
+// from sleep for every call would arrive after most of the work was done. A second team of
+// threads, as OpenMP's, would instead spin beside XLA's on the same cores, taking turns with
+// them.
+class Helpers {
+ public:
+  static Helpers& Get() {  // never destroyed: a helper may still be waiting at the exit
+    static Helpers* helpers = new Helpers;
+    return *helpers;
+  }
+
+  // Offers the job to the helpers, asking the pool for more when fewer than wanted are alive.
+  void Offer(const std::shared_ptr<Job>& job, ffi::ThreadPool& pool, int64_t wanted) {
+    offering_ = true;
+    struct Done {
+      ~Done() { offering_ = false; }
+    } done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      offered_ = job;
+    }
+    offers_.fetch_add(1, std::memory_order_release);
+    for (int64_t alive = alive_.load(); alive < wanted; alive = alive_.load()) {
+      if (alive_.compare_exchange_weak(alive, alive + 1)) pool.Schedule([this] { Help(); });
+    }
+  }
+
+  void Withdraw(const std::shared_ptr<Job>& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (offered_ == job) offered_.reset();
+  }
+
+ private:
+  static constexpr auto kWait = std::chrono::microseconds(300);
+
+  void Help() {
+    if (offering_) {  // the pool ran this task at once, on the offering thread: no waiting
+      alive_.fetch_sub(1);
+      return;
+    }
+    uint64_t seen = 0;
+    for (;;) {
+      seen = offers_.load(std::memory_order_acquire);
+      std::shared_ptr<Job> job;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        job = offered_;
+      }
+      if (job) job->TakeParts();
+      const auto until = std::chrono::steady_clock::now() + kWait;
+      bool offered = false;
+      for (int spins = 0; !offered; ++spins) {
+        offered = offers_.load(std::memory_order_acquire) != seen;
+        if (!offered && spins % 64 == 63 && std::chrono::steady_clock::now() > until) break;
+        _mm_pause();
+      }
+      if (!offered) break;
+    }
+    alive_.fetch_sub(1);
+  }
+
+  // True while this thread offers a job: a pool that cannot take a task runs it at once, here.
+  static thread_local bool offering_;
+  std::mutex mutex_;
+  std::shared_ptr<Job> offered_;
+  std::atomic<uint64_t> offers_{0};
+  std::atomic<int64_t> alive_{0};
+};
+
+thread_local bool Helpers::offering_ = false;
+
+// At most TRANSFORMER_INTRO_KERNEL_THREADS threads work on one product (unset: all of XLA's).
+// The test suite asks for one, as it runs two processes on two cores: a helper waiting for the
+// core the other process holds would hold up every product it has taken a part of.
+int64_t ThreadLimit() {
+  static const int64_t limit = [] {
+    const char* asked = std::getenv("TRANSFORMER_INTRO_KERNEL_THREADS");
+    const long value = asked ? std::strtol(asked, nullptr, 10) : 0;
+    return value > 0 ? static_cast<int64_t>(value) : INT64_MAX;
+  }();
+  return limit;
+}
+
+// work(begin, end) for the rows [0, rows): the calling thread takes parts too, and waits only
+// for parts already taken, so no thread waits on one that has not started, and two products
+// offered at once by two of XLA's threads each finish (the helpers join the later one).
+template <class Work>
+void ForRows(ffi::ThreadPool& pool, int64_t rows, bool large, const Work& work) {
+  const int64_t threads = large ? std::min(pool.num_threads(), ThreadLimit()) : 1;
+  if (threads < 2 || rows < 2) {
+    work(int64_t{0}, rows);
+    return;
+  }
+  auto job = std::make_shared<Job>(std::cref(work), rows, std::min<int64_t>(rows, 8 * threads));
+  Helpers& helpers = Helpers::Get();
+  helpers.Offer(job, pool, threads - 1);
+  job->TakeParts();
+  for (int spins = 0; job->done.load(std::memory_order_acquire) < job->parts; ++spins) {
+    if (spins < 4096) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  helpers.Withdraw(job);
+}
+
 inline __m256 Float(__m256i integers) { return _mm256_cvtepi32_ps(integers); }
 
 inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
 // Unsigned bytes u times signed bytes s, summed four at a time into eight 32-bit lanes: exact
-// sums, since a pair of products is at most 2 x 127 x 127, within maddubs's int16.
+// sums, since a pair of products is at most 2 x 128 x 127, within maddubs's int16. Where the
+// library is built for AVX-512's VNNI (quantisation.py builds it so on processors that have it),
+// one instruction does both steps: the same exact sums, in half the instructions.
 inline __m256i FourProducts(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
 }
 
 inline __m256 Halves8(const uint16_t* h) {  // eight float16 numbers as float32
@@ -177,7 +316,8 @@ inline void RowTimesVectors(const Blocks& weights, int64_t i, const float* x,
 // multiplied by the vectors eight at a time (the rest four, two, one at a time) while it is in
 // the core's cache.
 template <class Blocks>
-void MatMul(const Blocks& weights, const float* x, int64_t n, int64_t in, int64_t rows, float* y) {
+void MatMul(ffi::ThreadPool& pool, const Blocks& weights, const float* x, int64_t n, int64_t in,
+            int64_t rows, float* y) {
   const int64_t blocks = in / kBlock;
   std::vector<float> block_sums(Blocks::kMinima ? n * blocks : 0);
   for (size_t s = 0; s < block_sums.size(); ++s) {
@@ -186,24 +326,25 @@ void MatMul(const Blocks& weights, const float* x, int64_t n, int64_t in, int64_
     block_sums[s] = sum;
   }
   const float* sums = block_sums.data();
-#pragma omp parallel for schedule(static) if (n * rows * in >= kParallelFrom)
-  for (int64_t i = 0; i < rows; ++i) {
-    int64_t t = 0;
-    for (; n - t >= 8; t += 8) {
-      RowTimesVectors<8>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
+  ForRows(pool, rows, n * rows * in >= kParallelFrom, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t t = 0;
+      for (; n - t >= 8; t += 8) {
+        RowTimesVectors<8>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
+      }
+      if (n - t >= 4) {
+        RowTimesVectors<4>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
+        t += 4;
+      }
+      if (n - t >= 2) {
+        RowTimesVectors<2>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
+        t += 2;
+      }
+      if (n - t >= 1) {
+        RowTimesVectors<1>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
+      }
     }
-    if (n - t >= 4) {
-      RowTimesVectors<4>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
-      t += 4;
-    }
-    if (n - t >= 2) {
-      RowTimesVectors<2>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
-      t += 2;
-    }
-    if (n - t >= 1) {
-      RowTimesVectors<1>(weights, i, x + t * in, sums + t * blocks, in, rows, y + t * rows);
-    }
-  }
+  });
 }
 
 // N vectors in Q8_0 blocks of their own: codes r (N, in), and per block the scale e and e sum r.
@@ -279,19 +420,20 @@ inline void RowTimesQuantisedVectors(const Blocks& weights, int64_t i, const Qua
 }
 
 template <class Blocks>
-void MatMulQuantisedVectors(const Blocks& weights, const float* x, int64_t n, int64_t in,
-                            int64_t rows, float* y) {
+void MatMulQuantisedVectors(ffi::ThreadPool& pool, const Blocks& weights, const float* x,
+                            int64_t n, int64_t in, int64_t rows, float* y) {
   const QuantisedVectors v(x, n, in);
-#pragma omp parallel for schedule(static) if (n * rows * in >= kParallelFrom)
-  for (int64_t i = 0; i < rows; ++i) {
-    int64_t t = 0;
-    for (; n - t >= 4; t += 4) RowTimesQuantisedVectors<4>(weights, i, v, t, in, rows, y);
-    if (n - t >= 2) {
-      RowTimesQuantisedVectors<2>(weights, i, v, t, in, rows, y);
-      t += 2;
+  ForRows(pool, rows, n * rows * in >= kParallelFrom, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t t = 0;
+      for (; n - t >= 4; t += 4) RowTimesQuantisedVectors<4>(weights, i, v, t, in, rows, y);
+      if (n - t >= 2) {
+        RowTimesQuantisedVectors<2>(weights, i, v, t, in, rows, y);
+        t += 2;
+      }
+      if (n - t >= 1) RowTimesQuantisedVectors<1>(weights, i, v, t, in, rows, y);
     }
-    if (n - t >= 1) RowTimesQuantisedVectors<1>(weights, i, v, t, in, rows, y);
-  }
+  });
 }
 
 // The sizes of the product, from the buffers; false when they do not agree. x is (..., in). The
@@ -325,20 +467,20 @@ bool Sizes(const ffi::AnyBuffer& x, const ffi::AnyBuffer& layer, const ffi::AnyB
 
 // y = X W^T, with X as it is or first rounded to Q8_0 blocks.
 template <bool kQuantisedVectors, class Blocks>
-void Product(const Blocks& weights, const ffi::AnyBuffer& x, int64_t n, int64_t in, int64_t rows,
-             ffi::Result<ffi::AnyBuffer>& y) {
+void Product(ffi::ThreadPool& pool, const Blocks& weights, const ffi::AnyBuffer& x, int64_t n,
+             int64_t in, int64_t rows, ffi::Result<ffi::AnyBuffer>& y) {
   const float* vectors = static_cast<const float*>(x.untyped_data());
   float* out = static_cast<float*>(y->untyped_data());
   if constexpr (kQuantisedVectors) {
-    MatMulQuantisedVectors(weights, vectors, n, in, rows, out);
+    MatMulQuantisedVectors(pool, weights, vectors, n, in, rows, out);
   } else {
-    MatMul(weights, vectors, n, in, rows, out);
+    MatMul(pool, weights, vectors, n, in, rows, out);
   }
 }
 
 template <bool kQuantisedVectors>
-ffi::Error Q8_0Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes,
-                    ffi::AnyBuffer scales, ffi::Result<ffi::AnyBuffer> y) {
+ffi::Error Q8_0Impl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer layer,
+                    ffi::AnyBuffer codes, ffi::AnyBuffer scales, ffi::Result<ffi::AnyBuffer> y) {
   int64_t n, in, rows, index;
   if (codes.element_type() != ffi::DataType::S8 ||
       !Sizes(x, layer, codes, 1, scales, static_cast<int64_t>(y->element_count()), n, in, rows,
@@ -350,13 +492,14 @@ ffi::Error Q8_0Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes
   const Q8_0Blocks weights{static_cast<const int8_t*>(codes.untyped_data()) + index * rows * in,
                            static_cast<const uint16_t*>(scales.untyped_data()) + index * blocks,
                            in};
-  Product<kQuantisedVectors>(weights, x, n, in, rows, y);
+  Product<kQuantisedVectors>(pool, weights, x, n, in, rows, y);
   return ffi::Error::Success();
 }
 
 template <bool kQuantisedVectors>
-ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes,
-                    ffi::AnyBuffer scales, ffi::AnyBuffer minima, ffi::Result<ffi::AnyBuffer> y) {
+ffi::Error Q4_1Impl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer layer,
+                    ffi::AnyBuffer codes, ffi::AnyBuffer scales, ffi::AnyBuffer minima,
+                    ffi::Result<ffi::AnyBuffer> y) {
   int64_t n, in, rows, index;
   if (codes.element_type() != ffi::DataType::U8 || minima.element_type() != ffi::DataType::F16 ||
       minima.element_count() != scales.element_count() ||
@@ -370,13 +513,15 @@ ffi::Error Q4_1Impl(ffi::AnyBuffer x, ffi::AnyBuffer layer, ffi::AnyBuffer codes
       static_cast<const uint8_t*>(codes.untyped_data()) + index * rows * (in / 2),
       static_cast<const uint16_t*>(scales.untyped_data()) + index * blocks,
       static_cast<const uint16_t*>(minima.untyped_data()) + index * blocks, in};
-  Product<kQuantisedVectors>(weights, x, n, in, rows, y);
+  Product<kQuantisedVectors>(pool, weights, x, n, in, rows, y);
   return ffi::Error::Success();
 }
 
-// The kernels' arguments: x, the layer, codes and scales (and Q4_1's minima), then the result.
+// The kernels' arguments: XLA's thread pool, x, the layer, codes and scales (and Q4_1's minima),
+// then the result.
 auto Inputs() {
   return ffi::Ffi::Bind()
+      .Ctx<ffi::ThreadPool>()
       .Arg<ffi::AnyBuffer>()
       .Arg<ffi::AnyBuffer>()
       .Arg<ffi::AnyBuffer>()
