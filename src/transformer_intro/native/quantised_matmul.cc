@@ -155,14 +155,14 @@ int64_t ThreadLimit() {
 // work(begin, end) for the rows [0, rows): the calling thread takes parts too, and waits only
 // for parts already taken, so no thread waits on one that has not started, and two products
 // offered at once by two of XLA's threads each finish (the helpers join the later one).
-template <class Work>
-void ForRows(ffi::ThreadPool& pool, int64_t rows, bool large, const Work& work) {
+void ForRows(ffi::ThreadPool& pool, int64_t rows, bool large,
+             const std::function<void(int64_t, int64_t)>& work) {
   const int64_t threads = large ? std::min(pool.num_threads(), ThreadLimit()) : 1;
   if (threads < 2 || rows < 2) {
     work(int64_t{0}, rows);
     return;
   }
-  auto job = std::make_shared<Job>(std::cref(work), rows, std::min<int64_t>(rows, 8 * threads));
+  auto job = std::make_shared<Job>(work, rows, std::min<int64_t>(rows, 8 * threads));
   Helpers& helpers = Helpers::Get();
   helpers.Offer(job, pool, threads - 1);
   job->TakeParts();
